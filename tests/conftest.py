@@ -1,0 +1,143 @@
+from gevent import monkey
+
+if not monkey.is_module_patched("socket"):  # already done under `python -m gevent.monkey`
+    monkey.patch_all()
+
+# Shared fixtures. gevent must be patched before anything imports ssl, urllib3 or boto3, hence
+# the statement above comes first. Fixtures start real servers on 127.0.0.1; see tests/support.
+
+import os  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tests.support import (  # noqa: E402
+    REPO_ROOT,
+    Daemon,
+    FakeLambda,
+    HttpApp,
+    MotoServer,
+    Queue,
+    create_queue,
+)
+from tests.support.moto import aws_environ  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: takes more than a few seconds")
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """One moto server for the session; this process's AWS environment points at it."""
+    workdir = tmp_path_factory.mktemp("moto")
+    server = MotoServer(workdir)
+    server.start()
+    with pytest.MonkeyPatch.context() as patch:
+        for key in [k for k in os.environ if k.startswith(("AWS_", "BOTO_"))]:
+            patch.delenv(key)
+        for key, value in aws_environ({}, server.url, workdir).items():
+            patch.setenv(key, value)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint(moto_server: MotoServer) -> str:
+    """The moto server URL, e.g. "http://127.0.0.1:PORT"."""
+    return moto_server.url
+
+
+@pytest.fixture
+def aws_env(moto_server: MotoServer) -> dict[str, str]:
+    """A copy of os.environ aimed at moto, for subprocesses (fake keys, no profile)."""
+    return dict(os.environ)
+
+
+@pytest.fixture(scope="session")
+def sqs(moto_server: MotoServer) -> Any:
+    """A boto3 SQS client on moto with standard retries."""
+    return moto_server.client("sqs")
+
+
+@pytest.fixture
+def make_queue(sqs: Any) -> Iterator[Callable[..., Queue]]:
+    """`make_queue(fifo=False, name=None, **attrs) -> Queue`; queues are deleted afterwards."""
+    made: list[Queue] = []
+
+    def make(fifo: bool = False, name: str | None = None, **attrs: Any) -> Queue:
+        queue = create_queue(sqs, fifo=fifo, name=name, **attrs)
+        made.append(queue)
+        return queue
+
+    yield make
+    for queue in made:
+        try:
+            sqs.delete_queue(QueueUrl=queue.url)
+        except Exception:  # already deleted by the test; moto stays small either way
+            pass
+
+
+@pytest.fixture
+def moto_lambda_function(moto_server: MotoServer) -> Iterator[str]:
+    """A function in moto's docker-free Lambda; invoke payloads are recorded meanwhile.
+
+    Read them with `moto_server.lambda_invocations(name)`; queue answers with
+    `moto_server.queue_lambda_results(...)`. Unused queued answers are drained at teardown.
+    """
+    name = moto_server.create_lambda_function()
+    moto_server.start_recording()
+    yield name
+    moto_server.stop_recording()
+    moto_server.drain_lambda_results(name)
+    moto_server.client("lambda").delete_function(FunctionName=name)
+
+
+@pytest.fixture
+def http_app() -> Iterator[HttpApp]:
+    """A recording HTTP app on 127.0.0.1 (port 0) in this process; answers 200 by default."""
+    app = HttpApp()
+    app.start()
+    yield app
+    app.stop()
+
+
+@pytest.fixture
+def fake_lambda() -> Iterator[FakeLambda]:
+    """A stand-in Lambda Invoke API for errors and throttles; answers `null` by default."""
+    fake = FakeLambda()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    """`daemon(args, env=None, cwd=REPO_ROOT, program=None) -> Daemon`; kills leftovers.
+
+    `env` defaults to os.environ (pass `aws_env` to aim it at moto). Logs of every daemon are
+    printed at teardown, so a failing test shows them.
+    """
+    started: list[Daemon] = []
+
+    def start(
+        args: list[str],
+        env: dict[str, str] | None = None,
+        cwd: Path = REPO_ROOT,
+        program: Path | None = None,
+    ) -> Daemon:
+        log_path = tmp_path / f"workerless-{len(started)}.log"
+        env = dict(os.environ) if env is None else env
+        proc = Daemon(args, env, cwd=cwd, log_path=log_path, program=program)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.alive():
+            proc.kill()
+        print(f"--- workerless {proc.args} exit {proc.returncode} ---\n{proc.output()}")

@@ -1,0 +1,67 @@
+"""SQS helpers for tests: unique queues, and reading a queue back without guessing timing."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    url: str
+    arn: str
+
+
+def create_queue(sqs: Any, fifo: bool = False, name: str | None = None, **attrs: Any) -> Queue:
+    """Create a uniquely named queue so tests never see each other's messages.
+
+    `attrs` are SQS queue attributes (`VisibilityTimeout=30`, `RedrivePolicy=...`); values are
+    stringified as the API requires. A FIFO queue gets `FifoQueue=true` and the `.fifo` suffix.
+    """
+    base = name or f"t-{uuid.uuid4().hex[:12]}"
+    attributes = {key: str(value) for key, value in attrs.items()}
+    if fifo:
+        if not base.endswith(".fifo"):
+            base += ".fifo"
+        attributes["FifoQueue"] = "true"
+    url = sqs.create_queue(QueueName=base, Attributes=attributes)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    return Queue(name=base, url=url, arn=arn)
+
+
+def drain_bodies(sqs: Any, url: str, max_rounds: int = 1000) -> list[str]:
+    """Receive and delete every visible message; return the bodies in receive order.
+
+    Stops at the first empty receive, so messages currently in flight are not waited for.
+    """
+    bodies: list[str] = []
+    for _ in range(max_rounds):
+        messages = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+        ).get("Messages", [])
+        if not messages:
+            return bodies
+        bodies.extend(m["Body"] for m in messages)
+        sqs.delete_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                for i, m in enumerate(messages)
+            ],
+        )
+    raise AssertionError(f"queue {url} still not empty after {max_rounds} receives")
+
+
+def count_messages(sqs: Any, url: str) -> int:
+    """Visible plus in-flight messages: what is left undeleted (delayed ones not counted)."""
+    attrs = sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]) + int(
+        attrs["ApproximateNumberOfMessagesNotVisible"]
+    )

@@ -1,0 +1,91 @@
+"""boto3 clients, built once before anything is spawned, with explicit timeouts and retries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import botocore.config
+import botocore.exceptions
+
+from .config import Config, LambdaTargetConfig
+from .errors import StartupError
+
+AWS_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
+
+
+@dataclass(frozen=True, slots=True)
+class Clients:
+    sqs: Any
+    lambda_: Any | None
+    cloudwatch: Any | None
+    region: str
+
+
+def build_clients(config: Config) -> Clients:
+    """One session, one client per service; boto3's chain supplies region, credentials, endpoints."""
+    session = boto3.session.Session(profile_name=config.aws.profile, region_name=config.aws.region)
+    region = session.region_name or "us-east-1"
+    endpoint = {"endpoint_url": config.aws.endpoint_url} if config.aws.endpoint_url else {}
+    sqs = session.client(
+        "sqs",
+        region_name=region,
+        config=botocore.config.Config(
+            max_pool_connections=config.concurrency + len(config.queues) * 2 + 10,
+            connect_timeout=5,
+            read_timeout=max(config.polling.poll_for + 10, 30),
+            tcp_keepalive=True,
+            retries={"mode": "standard", "total_max_attempts": 3},
+        ),
+        **endpoint,
+    )
+    lambda_timeouts = [t.timeout for t in config.targets.values() if isinstance(t, LambdaTargetConfig)]
+    lambda_ = None
+    if lambda_timeouts:
+        lambda_ = session.client(
+            "lambda",
+            region_name=region,
+            config=botocore.config.Config(
+                max_pool_connections=config.concurrency + 10,
+                connect_timeout=5,
+                read_timeout=max(lambda_timeouts) + 10,
+                tcp_keepalive=True,
+                retries={"mode": "standard", "total_max_attempts": 1},
+            ),
+            **endpoint,
+        )
+    cloudwatch = None
+    if config.name:
+        cloudwatch = session.client(
+            "cloudwatch",
+            region_name=region,
+            config=botocore.config.Config(
+                connect_timeout=5, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}
+            ),
+            **endpoint,
+        )
+    return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region)
+
+
+def error_code(error: BaseException) -> str:
+    """The AWS error code of a botocore error, or the exception's class name."""
+    if isinstance(error, botocore.exceptions.ClientError):
+        return str(error.response.get("Error", {}).get("Code", "ClientError"))
+    return type(error).__name__
+
+
+def describe_error(error: BaseException) -> str:
+    """One line for logs: the code and the message, never a traceback."""
+    if isinstance(error, botocore.exceptions.ClientError):
+        detail = error.response.get("Error", {})
+        return f"{detail.get('Code', 'ClientError')}: {detail.get('Message', '')}".strip()
+    return f"{type(error).__name__}: {error}"
+
+
+def check_credentials(sqs: Any, queue_url: str) -> None:
+    """One cheap call at start so a bad credential or endpoint fails fast with one line."""
+    try:
+        sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+    except AWS_ERRORS as error:
+        raise StartupError(describe_error(error)) from None

@@ -1,0 +1,247 @@
+"""The validated configuration: frozen dataclasses built once from TOML, env and flags."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import ConfigError
+from .schema import Table
+
+STRATEGIES = ("priority", "weighted", "random", "round-robin")
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")
+METRICS_NAME = re.compile(r"^[A-Za-z0-9._\-/#]{1,200}$")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PollingConfig:
+    strategy: str = "priority"
+    poll_for: int = 10
+    sleep: float = 0.0
+    batch_size: int = 10
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueConfig:
+    name: str
+    url: str | None = None
+    weight: int = 1
+    target: str = "default"
+    visibility_timeout: int = 300
+    error_visibility_timeout: int = 2
+    backoff: Literal["constant", "exponential"] = "constant"
+    max_retries: int = 10
+    dead_letter_queue: str | None = None
+    retention_period: int = 345600
+
+    @property
+    def is_fifo(self) -> bool:
+        return self.name.endswith(".fifo")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpTargetConfig:
+    name: str
+    url: str
+    type: Literal["http"] = "http"
+    content_type: str = "application/json"
+    connect_timeout: int = 5
+    inactivity_timeout: int = 180
+    max_connections: int = 50
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LambdaTargetConfig:
+    name: str
+    function: str
+    type: Literal["lambda"] = "lambda"
+    qualifier: str | None = None
+    batch_size: int = 10
+    timeout: int = 900
+
+
+TargetConfig = HttpTargetConfig | LambdaTargetConfig
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AwsConfig:
+    region: str | None = None
+    endpoint_url: str | None = None
+    profile: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    source: str
+    name: str | None = None
+    concurrency: int = 50
+    shutdown_timeout: int = 25
+    log_format: str = "text"
+    log_level: str = "INFO"
+    drain: bool = False
+    max_messages: int | None = None
+    metrics_interval: int = 60
+    status_listen: str | None = None
+    polling: PollingConfig = field(default_factory=PollingConfig)
+    queues: tuple[QueueConfig, ...] = ()
+    targets: Mapping[str, TargetConfig] = field(default_factory=dict)
+    aws: AwsConfig = field(default_factory=AwsConfig)
+
+    def target_of(self, queue: QueueConfig) -> TargetConfig:
+        return self.targets[queue.target]
+
+
+def build_config(data: dict[str, Any], source: str, origins: Mapping[str, str]) -> Config:
+    """Validate a merged config document; every rule lives here or in `schema.Table`."""
+    top = Table(data, "", source, origins)
+    name = top.optional_string("name")
+    if name is not None and (not METRICS_NAME.match(name) or name.startswith("AWS/")):
+        raise top.fail("name", "must be letters, digits and . - _ / # (CloudWatch namespace)", name)
+    concurrency = top.integer("concurrency", 50, 1, 10000)
+    config = Config(
+        source=source,
+        name=name,
+        concurrency=concurrency,
+        shutdown_timeout=top.integer("shutdown_timeout", 25, 0, 3600),
+        log_format=top.string("log_format", "text", ("text", "json")),
+        log_level=top.string("log_level", "INFO", LOG_LEVELS),
+        drain=top.boolean("drain", False),
+        max_messages=top.optional_integer("max_messages", 1),
+        metrics_interval=_metrics_interval(top.table("metrics")),
+        status_listen=_status_listen(top.table("status")),
+        polling=_polling(top.table("polling")),
+        queues=_queues(top),
+        targets=_targets(top.table("targets")),
+        aws=_aws(top.table("aws")),
+    )
+    top.finish()
+    _check_cross_references(config, top)
+    return config
+
+
+def _polling(table: Table) -> PollingConfig:
+    polling = PollingConfig(
+        strategy=table.string("strategy", "priority", STRATEGIES),
+        poll_for=table.integer("poll_for", 10, 1, 20),
+        sleep=table.number("sleep", 0, 0, 3600),
+        batch_size=table.integer("batch_size", 10, 1, 10),
+    )
+    table.finish()
+    return polling
+
+
+def _queues(top: Table) -> tuple[QueueConfig, ...]:
+    if not top.has("queues"):
+        raise ConfigError(top.source, "queues", "at least one queue is required (a [[queues]] table or --queues)")
+    tables = top.tables("queues")
+    if not tables:
+        raise top.fail("queues", "at least one queue is required", [])
+    queues = tuple(_queue(table) for table in tables)
+    seen: set[str] = set()
+    for table, queue in zip(tables, queues):
+        if queue.name in seen:
+            raise table.fail("name", "duplicate queue", queue.name)
+        seen.add(queue.name)
+    return queues
+
+
+def _queue(table: Table) -> QueueConfig:
+    url = table.optional_string("url")
+    if url is not None and not re.match(r"^https?://[^/]+/.+", url):
+        raise table.fail("url", "must be an http(s) queue URL", url)
+    default_name = url.rstrip("/").rsplit("/", 1)[-1] if url else None
+    name = table.string("name", default_name)
+    if not QUEUE_NAME.match(name):
+        raise table.fail("name", "must be 1-80 letters, digits, - or _ (plus .fifo)", name)
+    visibility = table.integer("visibility_timeout", 300, 1, 43200)
+    queue = QueueConfig(
+        name=name,
+        url=url,
+        weight=table.integer("weight", 1, 1, 1000),
+        target=table.string("target", "default"),
+        visibility_timeout=visibility,
+        error_visibility_timeout=table.integer("error_visibility_timeout", 2, 0, 43200),
+        backoff=table.string("backoff", "constant", ("constant", "exponential")),  # type: ignore[arg-type]
+        max_retries=table.integer("max_retries", 10, 1, 1000),
+        dead_letter_queue=table.optional_string("dead_letter_queue"),
+        retention_period=table.integer("retention_period", 345600, 60, 1209600),
+    )
+    if queue.dead_letter_queue == name:
+        raise table.fail("dead_letter_queue", "must differ from the queue itself", name)
+    table.finish()
+    return queue
+
+
+def _targets(table: Table) -> dict[str, TargetConfig]:
+    targets: dict[str, TargetConfig] = {}
+    for target_name in list(table.data):
+        targets[target_name] = _target(table.table(target_name), target_name)
+    table.finish()
+    return targets
+
+
+def _target(table: Table, name: str) -> TargetConfig:
+    kind = table.string("type", None, ("http", "lambda"))
+    target: TargetConfig
+    if kind == "http":
+        url = table.string("url")
+        if not re.match(r"^http://[^/?#]+(/[^?#]*)?$", url):
+            raise table.fail("url", "must be an http:// URL with a host", url)
+        target = HttpTargetConfig(
+            name=name,
+            url=url,
+            content_type=table.string("content_type", "application/json"),
+            connect_timeout=table.integer("connect_timeout", 5, 1, 60),
+            inactivity_timeout=table.integer("inactivity_timeout", 180, 1, 1800),
+            max_connections=table.integer("max_connections", 50, 1, 10000),
+        )
+    else:
+        target = LambdaTargetConfig(
+            name=name,
+            function=table.string("function"),
+            qualifier=table.optional_string("qualifier"),
+            batch_size=table.integer("batch_size", 10, 1, 10),
+            timeout=table.integer("timeout", 900, 1, 900),
+        )
+    table.finish()
+    return target
+
+
+def _metrics_interval(table: Table) -> int:
+    interval = table.integer("interval", 60, 1, 86400)
+    table.finish()
+    return interval
+
+
+def _status_listen(table: Table) -> str | None:
+    listen = table.optional_string("listen")
+    if listen is not None and not re.match(r"^[^:\s]+:\d{1,5}$", listen):
+        raise table.fail("listen", "must be HOST:PORT", listen)
+    table.finish()
+    return listen
+
+
+def _aws(table: Table) -> AwsConfig:
+    aws = AwsConfig(
+        region=table.optional_string("region"),
+        endpoint_url=table.optional_string("endpoint_url"),
+        profile=table.optional_string("profile"),
+    )
+    table.finish()
+    return aws
+
+
+def _check_cross_references(config: Config, top: Table) -> None:
+    names = {queue.name for queue in config.queues}
+    for index, queue in enumerate(config.queues):
+        item = top.tables("queues")[index]
+        if queue.target not in config.targets:
+            problem = "names a target that is not defined in [targets]"
+            if queue.target == "default":
+                problem = "has no target: define [targets.default] or pass --http=URL or --function=NAME"
+            raise item.fail("target", problem, queue.target)
+        if queue.dead_letter_queue in names:
+            raise item.fail("dead_letter_queue", "must not be one of the polled queues", queue.dead_letter_queue)

@@ -1,0 +1,160 @@
+"""The run loop: wait for a free slot, get work from the poller, deliver; stop warm, then cold."""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import time
+
+import gevent
+import gevent.event
+import gevent.pool
+
+from .aws import Clients
+from .cloudwatch import MetricsFlusher
+from .config import Config
+from .handler import Handler
+from .heartbeat import Leases
+from .metrics import Registry
+from .ordering import STRATEGIES
+from .poller import Poller, QueueState, Work, log_greenlet_failure
+from .setup import Parts, build_parts
+from .targets import Outcome
+
+logger = logging.getLogger(__name__)
+
+REPEATED_SIGNAL_SECONDS = 1.0  # a signal this soon after the first is a duplicate (Heroku sends them)
+
+
+class Daemon:
+    def __init__(self, config: Config, clients: Clients, registry: Registry, rng: random.Random) -> None:
+        self.config = config
+        self.registry = registry
+        self.parts: Parts = build_parts(config, clients, registry, rng)
+        self.leases = Leases(self.parts.queues)
+        self.handler = Handler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases)
+        self.stopping = gevent.event.Event()
+        self.forced = gevent.event.Event()
+        self.stopped = gevent.event.Event()
+        self.slot_freed = gevent.event.Event()
+        self.stop_requested_at = 0.0
+        self.pool = gevent.pool.Pool(config.concurrency)
+        self.in_flight: set[Work] = set()
+        self.started_messages = 0
+        states = [self.queue_state(queue.name) for queue in config.queues]
+        self.poller = Poller(states, STRATEGIES[config.polling.strategy], batch_size=config.polling.batch_size,
+                             poll_for_seconds=config.polling.poll_for, sleep_seconds=config.polling.sleep,
+                             rng=rng, stopping=self.stopping, admit=self.handler.admit)
+        self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
+
+    def queue_state(self, name: str) -> QueueState:
+        target = self.parts.targets[self.config.target_of(self.parts.queues[name].config).name]
+        return QueueState(self.parts.queues[name], target.messages_per_delivery, target.pause.remaining_seconds)
+
+    def request_stop(self, reason: str = "signal") -> None:
+        """Signal handlers only set events; the loop does the stopping."""
+        now = time.monotonic()
+        if not self.stopping.is_set():
+            self.stop_requested_at = now
+            logger.info("stopping (%s): no new receives, waiting up to %ds for %d deliveries",
+                        reason, self.config.shutdown_timeout, len(self.in_flight))
+            self.stopping.set()
+            self.poller.wake.set()
+        elif now - self.stop_requested_at >= REPEATED_SIGNAL_SECONDS and not self.forced.is_set():
+            logger.warning("second stop signal: not waiting for in-flight deliveries")
+            self.forced.set()
+
+    def run(self) -> int:
+        started = time.monotonic()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            gevent.signal_handler(signum, self.request_stop, signal.Signals(signum).name)
+        background = [gevent.spawn(self.leases.run, self.stopped), gevent.spawn(self.flusher.run, self.stopped)]
+        if self.config.drain:
+            background.append(gevent.spawn(self.watch_for_drained))
+        for greenlet in background:
+            greenlet.link_exception(log_greenlet_failure)
+        self.log_start()
+        self.dispatch()
+        self.shut_down()
+        self.stopped.set()
+        gevent.joinall(background, timeout=3)
+        self.log_stop(time.monotonic() - started)
+        return 0
+
+    def dispatch(self) -> None:
+        """Receive only for free slots; the poller decides which queue supplies each one."""
+        while not self.stopping.is_set():
+            # in_flight, not pool.full(): the pool forgets a greenlet only after it has returned.
+            while len(self.in_flight) >= self.config.concurrency and not self.stopping.is_set():
+                self.slot_freed.clear()
+                gevent.wait([self.slot_freed, self.stopping], count=1)
+            work = self.poller.wait_for_work()
+            if work is None:
+                break
+            self.in_flight.add(work)
+            self.pool.spawn(self.deliver, work)
+            self.started_messages += len(work.messages)
+            if self.config.max_messages and self.started_messages >= self.config.max_messages:
+                self.request_stop(f"--max-messages={self.config.max_messages} reached")
+
+    def deliver(self, work: Work) -> None:
+        queue = work.state.queue
+        target = self.parts.targets[self.config.target_of(queue.config).name]
+        for message in work.messages:
+            self.leases.limit(message, target.hard_deadline_seconds + 5)
+        started = time.monotonic()
+        try:
+            outcomes = target.deliver(self.parts.queue_infos[queue.name], work.messages)
+        except Exception as error:  # a bug in a target must neither kill the daemon nor lose the messages
+            logger.error("queue=%s target=%s delivery raised", queue.name, target.name, exc_info=True)
+            outcomes = [Outcome.failure("InternalError", repr(error))] * len(work.messages)
+        elapsed_ms = (time.monotonic() - started) * 1000
+        failed_groups = set()
+        for message, outcome in zip(work.messages, outcomes):
+            self.registry.observe(queue.name, "DeliveryTime", elapsed_ms)
+            self.handler.settle(queue, message, outcome, target.name)
+            if not outcome.is_success and message.group_id is not None:
+                failed_groups.add(message.group_id)
+        self.handler.release(self.poller.finish(work, failed_groups))
+        self.in_flight.discard(work)
+        self.slot_freed.set()
+
+    def shut_down(self) -> None:
+        """Release the buffer at once, give deliveries their grace period, then release the rest."""
+        self.handler.release(self.poller.stop())
+        self.flush_queues()
+        waiter = gevent.spawn(self.pool.join)
+        gevent.wait([waiter, self.forced], count=1, timeout=self.config.shutdown_timeout)
+        if self.in_flight:
+            logger.warning("%d deliveries still running after the grace period; releasing them", len(self.in_flight))
+            self.pool.kill(block=True, timeout=2)
+            for work in list(self.in_flight):
+                self.handler.release([message for message in work.messages if not message.settled])
+        waiter.kill(block=False)
+        with gevent.Timeout(3, False):
+            self.flush_queues()
+        self.flusher.flush_final(timeout_seconds=2)
+
+    def flush_queues(self) -> None:
+        queues = list(self.parts.queues.values()) + list(self.parts.dead_letter_queues.values())
+        gevent.joinall([gevent.spawn(queue.flush) for queue in queues])
+
+    def watch_for_drained(self) -> None:
+        """--drain: stop once every queue came back empty from a long poll and nothing is in flight."""
+        while not self.stopping.wait(0.1):
+            if not self.in_flight and self.poller.is_drained():
+                self.request_stop("drained: every queue is empty")
+
+    def log_start(self) -> None:
+        config = self.config
+        targets = ", ".join(f"{name}={getattr(t, 'url', None) or getattr(t, 'function', '')}"
+                            for name, t in config.targets.items())
+        logger.info("workerless started: queues=%s strategy=%s concurrency=%d targets=[%s]",
+                    ",".join(f"{q.name}:{q.weight}" for q in config.queues), config.polling.strategy,
+                    config.concurrency, targets)
+
+    def log_stop(self, seconds: float) -> None:
+        total = self.registry.total
+        logger.info("workerless stopped: delivered=%d failed=%d received=%d seconds=%.1f",
+                    total("Succeeded"), total("Failed"), total("Received"), seconds)

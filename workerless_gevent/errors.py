@@ -1,0 +1,46 @@
+"""Exit codes and the errors that map onto them."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitStatus(enum.IntEnum):
+    """Process exit codes; part of the CLI contract."""
+
+    OK = 0
+    ERROR = 1
+    BAD_CONFIG = 2
+
+
+class ConfigError(Exception):
+    """A configuration problem, reported as one line naming its source and key."""
+
+    def __init__(self, source: str, key: str, problem: str, value: object = None) -> None:
+        self.source = source
+        self.key = key
+        self.problem = problem
+        self.value = value
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        where = f"{self.source}: {self.key}: " if self.key else f"{self.source}: "
+        shown = "" if self.value is None else f" (got {format_value(self.value)})"
+        return f"{where}{self.problem}{shown}"
+
+
+class StartupError(Exception):
+    """The daemon could not start (credentials, unknown queue, unreachable endpoint)."""
+
+
+def format_value(value: object) -> str:
+    """Echo a bad value the way TOML would spell it, so users can find it."""
+    if isinstance(value, str):
+        return '"' + value.replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return str(value)

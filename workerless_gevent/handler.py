@@ -1,0 +1,128 @@
+"""The one place where outcomes become SQS actions: delete, retry later, dead-letter, expire, release."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+from .aws import describe_error
+from .heartbeat import Leases
+from .message import Message
+from .metrics import Registry
+from .sqs import AWS_ERRORS, SqsQueue
+from .targets import Outcome, Result
+
+logger = logging.getLogger(__name__)
+
+MAX_VISIBILITY_SECONDS = 43200
+MAX_MESSAGE_ATTRIBUTES = 10
+
+
+class Handler:
+    def __init__(self, queues: dict[str, SqsQueue], dead_letter_queues: dict[str, SqsQueue],
+                 registry: Registry, leases: Leases) -> None:
+        self.queues = queues
+        self.dead_letter_queues = dead_letter_queues
+        self.registry = registry
+        self.leases = leases
+
+    def admit(self, queue: SqsQueue, messages: list[Message]) -> list[Message]:
+        """At receive: count, expire what is past its retention period, hold the rest."""
+        if not messages:
+            self.registry.count(queue.name, "EmptyReceives")
+            return []
+        self.registry.count(queue.name, "Received", len(messages))
+        admitted = []
+        for message in messages:
+            sent_at = message.sent_at
+            if sent_at is not None:
+                self.registry.observe(queue.name, "QueueTime", max(0.0, (message.received_at - sent_at) * 1000))
+                # 5 s of tolerance for clock skew between us and SQS before calling a message expired
+                if message.received_at - sent_at > queue.config.retention_period + 5:
+                    logger.info("queue=%s message=%s expired: older than retention_period=%ds, deleted undelivered",
+                                queue.name, message.message_id, queue.config.retention_period)
+                    self.registry.count(queue.name, "Expired")
+                    queue.delete(message)
+                    continue
+            self.leases.hold(message)
+            admitted.append(message)
+        return admitted
+
+    def settle(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> None:
+        self.leases.release(message)
+        if outcome.result is Result.SUCCESS:
+            self.registry.count(queue.name, "Succeeded")
+            queue.delete(message)
+            return
+        if outcome.result is Result.RETRY:
+            self.registry.count(queue.name, "Throttled")
+            seconds = int(math.ceil(outcome.retry_after_seconds or queue.config.error_visibility_timeout))
+            logger.info("queue=%s message=%s target=%s asked to retry in %ds (%s)",
+                        queue.name, message.message_id, target, seconds, outcome.error)
+            queue.change_visibility(message, min(seconds, MAX_VISIBILITY_SECONDS))
+            return
+        self.registry.count(queue.name, "Failed")
+        self.registry.record_failure(outcome.error_type, outcome.error)
+        logger.warning("queue=%s message=%s receive_count=%d target=%s outcome=failure type=%s: %s",
+                       queue.name, message.message_id, message.receive_count, target, outcome.error_type, outcome.error)
+        dead_letter_queue = self.dead_letter_queues.get(queue.name)
+        if dead_letter_queue is not None and message.receive_count >= queue.config.max_retries:
+            if self.dead_letter(queue, dead_letter_queue, message, outcome):
+                return
+        queue.change_visibility(message, retry_delay_seconds(queue, message))
+
+    def release(self, messages: list[Message]) -> None:
+        """Received but never started (stopping, or behind a failed FIFO message): visible again now."""
+        for message in messages:
+            self.leases.release(message)
+            self.queues[message.queue].change_visibility(message, 0)
+
+    def dead_letter(self, queue: SqsQueue, dead_letter_queue: SqsQueue, message: Message, outcome: Outcome) -> bool:
+        """Copy to the dead-letter queue, and delete only once the copy is safely there."""
+        extra = {"MessageGroupId": message.group_id or "workerless"} if dead_letter_queue.config.is_fifo else {}
+        if dead_letter_queue.config.is_fifo:
+            extra["MessageDeduplicationId"] = message.message_id
+        try:
+            dead_letter_queue.send(message.body, dead_letter_attributes(queue.name, message, outcome), **extra)
+        except AWS_ERRORS as error:
+            logger.error("queue=%s message=%s could not be dead-lettered to %s, will retry: %s",
+                         queue.name, message.message_id, dead_letter_queue.name, describe_error(error))
+            return False
+        self.registry.count(queue.name, "DeadLettered")
+        logger.warning("queue=%s message=%s dead-lettered to %s after %d receives",
+                       queue.name, message.message_id, dead_letter_queue.name, message.receive_count)
+        queue.delete(message)
+        return True
+
+
+def retry_delay_seconds(queue: SqsQueue, message: Message) -> int:
+    """The error visibility timeout, doubled per receive under exponential backoff, capped at 12 h."""
+    base = queue.config.error_visibility_timeout
+    if queue.config.backoff == "exponential":
+        base = base * 2 ** min(message.receive_count - 1, 20)
+    return int(min(base, MAX_VISIBILITY_SECONDS))
+
+
+def dead_letter_attributes(source: str, message: Message, outcome: Outcome) -> dict[str, Any]:
+    """The original attributes, then ours while SQS's limit of 10 attributes allows."""
+    attributes: dict[str, Any] = {}
+    for name, value in message.message_attributes.items():
+        attributes[name] = {key: value[key] for key in ("DataType", "StringValue", "BinaryValue") if key in value}
+    ours = {
+        "workerless.source_queue": source,
+        "workerless.receive_count": str(message.receive_count),
+        "workerless.error": (f"{outcome.error_type}: {outcome.error}")[:1000] or "failure",
+    }
+    for name, text in ours.items():
+        if len(attributes) >= MAX_MESSAGE_ATTRIBUTES:
+            logger.warning("queue=%s message=%s has too many attributes to add %s", source, message.message_id, name)
+            continue
+        data_type = "Number" if name == "workerless.receive_count" else "String"
+        attributes[name] = {"DataType": data_type, "StringValue": text}
+    return attributes
+
+
+def age_milliseconds(message: Message) -> float:
+    return (time.time() - message.received_at) * 1000

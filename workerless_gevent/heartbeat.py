@@ -1,0 +1,62 @@
+"""Keeps every received message invisible while it waits in the buffer or is being delivered."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import gevent
+import gevent.event
+
+from .message import Message
+from .sqs import SqsQueue
+
+logger = logging.getLogger(__name__)
+
+MAX_LEASE_SECONDS = 12 * 3600 - 60  # SQS refuses visibility beyond 12 h from the first receive
+TICK_SECONDS = 0.5
+
+
+class Leases:
+    """Every message between receive and settlement, with the time after which it is let go."""
+
+    def __init__(self, queues: dict[str, SqsQueue]) -> None:
+        self.queues = queues
+        self.messages: dict[Message, float] = {}  # message -> monotonic time to stop extending
+
+    def hold(self, message: Message) -> None:
+        self.messages[message] = time.monotonic() + MAX_LEASE_SECONDS
+
+    def limit(self, message: Message, seconds: float) -> None:
+        """Once a delivery starts, extend only until it must have ended."""
+        if message in self.messages:
+            self.messages[message] = min(self.messages[message], time.monotonic() + seconds)
+
+    def release(self, message: Message) -> None:
+        self.messages.pop(message, None)
+
+    def in_flight(self) -> int:
+        return len(self.messages)
+
+    def beat(self) -> int:
+        """Extend the visibility of each held message whose deadline is near; returns how many."""
+        now = time.monotonic()
+        extended = 0
+        for message, stop_at in list(self.messages.items()):
+            queue = self.queues[message.queue]
+            visibility = queue.config.visibility_timeout
+            margin = min(5.0, visibility / 2) + TICK_SECONDS
+            if message.settled or now >= stop_at or message.visible_until - now > margin:
+                continue
+            seconds = int(min(visibility, max(1.0, MAX_LEASE_SECONDS - (time.time() - message.received_at))))
+            message.visible_until = now + seconds
+            queue.change_visibility(message, seconds, is_heartbeat=True)
+            extended += 1
+        return extended
+
+    def run(self, stopped: gevent.event.Event) -> None:
+        """The heartbeat greenlet; it keeps beating while deliveries drain after a stop signal."""
+        while not stopped.wait(TICK_SECONDS):
+            count = self.beat()
+            if count:
+                logger.debug("extended visibility of %d messages", count)

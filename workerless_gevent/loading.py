@@ -1,0 +1,132 @@
+"""Read the TOML file and lay environment variables and flags over it, in that precedence."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from .config import Config, build_config
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# option name -> (path in the document, type of its value)
+SCALAR_OPTIONS: dict[str, tuple[tuple[str, ...], type]] = {
+    "name": (("name",), str),
+    "concurrency": (("concurrency",), int),
+    "shutdown_timeout": (("shutdown_timeout",), int),
+    "poll_for": (("polling", "poll_for"), int),
+    "sleep": (("polling", "sleep"), float),
+    "strategy": (("polling", "strategy"), str),
+    "batch_size": (("polling", "batch_size"), int),
+    "metrics_interval": (("metrics", "interval"), int),
+    "status": (("status", "listen"), str),
+    "log_format": (("log_format",), str),
+    "log_level": (("log_level",), str),
+    "drain": (("drain",), bool),
+    "max_messages": (("max_messages",), int),
+}
+SPECIAL_OPTIONS = ("queues", "function", "http")
+OPTION_NAMES = tuple(SCALAR_OPTIONS) + SPECIAL_OPTIONS
+
+
+def load_config(path: str | None, env: Mapping[str, str], flags: Mapping[str, object]) -> Config:
+    """Build the one Config of a run; raises ConfigError with a one-line message."""
+    path = path or env.get("WORKERLESS_CONFIG") or None
+    document = read_toml(path) if path else {}
+    source = path or "command line"
+    origins: dict[str, str] = {}
+    settings = [(option, env["WORKERLESS_" + option.upper()], "WORKERLESS_" + option.upper())
+                for option in OPTION_NAMES if "WORKERLESS_" + option.upper() in env]
+    settings += [(option, value, "--" + option.replace("_", "-"))
+                 for option, value in flags.items() if value is not None and value is not False]
+    # --queues implies a strategy, so it goes first and an explicit strategy still wins.
+    settings.sort(key=lambda setting: setting[0] != "queues")
+    for option, value, origin in settings:
+        apply_option(document, option, value, origin, origins)
+    return build_config(document, source, origins)
+
+
+def read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(path, "", "config file not found") from None
+    except OSError as error:
+        raise ConfigError(path, "", f"cannot read config file: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(path, "", f"invalid TOML: {error}") from None
+
+
+def apply_option(document: dict[str, Any], option: str, value: object, origin: str, origins: dict[str, str]) -> None:
+    """Set one env/flag value in the document, remembering where it came from for errors."""
+    if option == "queues":
+        document["queues"] = parse_queue_spec(str(value), origin)
+        document.setdefault("polling", {})["strategy"] = strategy_for_spec(document["queues"])
+        origins["polling.strategy"] = origin
+        for index in range(len(document["queues"])):
+            origins[f"queues[{index}]"] = origin
+            for key in ("name", "weight", "target"):
+                origins[f"queues[{index}].{key}"] = origin
+        return
+    if option in ("function", "http"):
+        document.setdefault("targets", {})["default"] = (
+            {"type": "lambda", "function": str(value)} if option == "function" else {"type": "http", "url": str(value)}
+        )
+        for key in ("type", "function", "url"):
+            origins[f"targets.default.{key}"] = origin
+        return
+    path, kind = SCALAR_OPTIONS[option]
+    table = document
+    for part in path[:-1]:
+        table = table.setdefault(part, {})
+    table[path[-1]] = coerce(value, kind)
+    origins[".".join(path)] = origin
+
+
+def coerce(value: object, kind: type) -> object:
+    """Turn a string from env or argv into the TOML type; leave it as is if it does not parse."""
+    if not isinstance(value, str):
+        return value
+    try:
+        if kind is int:
+            return int(value)
+        if kind is float:
+            return float(value)
+    except ValueError:
+        return value
+    if kind is bool:
+        return {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}.get(value.lower(), value)
+    return value
+
+
+def parse_queue_spec(spec: str, origin: str) -> list[dict[str, object]]:
+    """`payments:3,submissions:2,default:1` -> queue tables, in the given order."""
+    queues: list[dict[str, object]] = []
+    for part in spec.split(","):
+        name, colon, weight = part.strip().rpartition(":")
+        if not colon or "/" in weight:
+            name, weight = part.strip(), ""
+        if not name:
+            raise ConfigError(origin, "queues", "must be NAME[:WEIGHT],... with no empty names", spec)
+        queue: dict[str, object] = {"url": name} if "://" in name else {"name": name}
+        if weight:
+            queue["weight"] = coerce(weight, int)
+        queues.append(queue)
+    return queues
+
+
+def strategy_for_spec(queues: list[dict[str, object]]) -> str:
+    """No weights means strict order; equal weights mean random; otherwise weighted."""
+    weights = [queue.get("weight") for queue in queues]
+    if all(weight is None for weight in weights):
+        return "priority"
+    if len(set(weights)) == 1:
+        return "random"
+    return "weighted"

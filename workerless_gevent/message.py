@@ -1,0 +1,66 @@
+"""A received SQS message and the facts about it every part of the daemon needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class Message:
+    """One receive of one message; identity is the object, since a message may be received twice."""
+
+    queue: str
+    message_id: str
+    receipt_handle: str
+    body: str
+    md5_of_body: str
+    attributes: dict[str, str]
+    message_attributes: dict[str, dict[str, Any]]
+    received_at: float  # time.time() at receive
+    visible_until: float  # monotonic deadline of the current visibility timeout
+    settled: bool = field(default=False)
+
+    @classmethod
+    def from_sqs(cls, queue: str, raw: dict[str, Any], received_at: float, visible_until: float) -> Message:
+        return cls(
+            queue=queue,
+            message_id=raw["MessageId"],
+            receipt_handle=raw["ReceiptHandle"],
+            body=raw.get("Body", ""),
+            md5_of_body=raw.get("MD5OfBody", ""),
+            attributes=dict(raw.get("Attributes", {})),
+            message_attributes=dict(raw.get("MessageAttributes", {})),
+            received_at=received_at,
+            visible_until=visible_until,
+        )
+
+    @property
+    def receive_count(self) -> int:
+        return int(self.attributes.get("ApproximateReceiveCount", "1"))
+
+    @property
+    def sent_at(self) -> float | None:
+        """Seconds since the epoch at which SQS accepted the message, if it told us."""
+        value = self.attributes.get("SentTimestamp")
+        return int(value) / 1000.0 if value and value.isdigit() else None
+
+    @property
+    def group_id(self) -> str | None:
+        return self.attributes.get("MessageGroupId")
+
+    def string_attribute(self, name: str) -> str | None:
+        value = self.message_attributes.get(name)
+        if value and value.get("DataType", "").split(".")[0] in ("String", "Number"):
+            text = value.get("StringValue")
+            return text if isinstance(text, str) else None
+        return None
+
+
+def iso_utc(epoch_ms: str | None) -> str:
+    """SQS epoch-milliseconds strings -> ISO 8601 UTC with a Z, as aws-sqsd sends them."""
+    if not epoch_ms or not epoch_ms.isdigit():
+        return ""
+    moment = datetime.fromtimestamp(int(epoch_ms) / 1000.0, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

@@ -1,0 +1,185 @@
+"""Hands work to free delivery slots: ready queues are received from on demand, idle ones watched.
+
+A queue is *ready* while its last receive returned messages and *idle* once one came back empty.
+An idle queue gets exactly one watcher greenlet that long-polls it until something arrives, so
+a new message wakes the daemon at once and idle cost is one request per queue per `poll_for`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import gevent
+import gevent.event
+
+from .aws import describe_error
+from .message import Message
+from .ordering import Strategy
+from .sqs import AWS_ERRORS, SqsQueue
+
+logger = logging.getLogger(__name__)
+
+Admit = Callable[[SqsQueue, list[Message]], list[Message]]
+
+
+@dataclass(eq=False)
+class QueueState:
+    queue: SqsQueue
+    take_size: int  # messages per delivery: 1 for HTTP, the batch size for Lambda
+    is_paused: Callable[[], float]  # seconds until the queue's target accepts work again
+    buffer: deque[Message] = field(default_factory=deque)
+    is_ready: bool = True
+    watcher: gevent.Greenlet | None = None
+    busy_groups: set[str] = field(default_factory=set)
+    failures: int = 0
+    is_drained: bool = False
+
+    @property
+    def weight(self) -> int:
+        return self.queue.config.weight
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Work:
+    state: QueueState
+    messages: list[Message]
+
+
+class Poller:
+    def __init__(self, states: Sequence[QueueState], strategy: Strategy, *, batch_size: int, poll_for_seconds: int,
+                 sleep_seconds: float, rng: random.Random, stopping: gevent.event.Event, admit: Admit) -> None:
+        self.states = list(states)
+        self.strategy = strategy
+        self.batch_size = batch_size
+        self.poll_for_seconds = poll_for_seconds
+        self.sleep_seconds = sleep_seconds
+        self.rng = rng
+        self.stopping = stopping
+        self.admit = admit
+        self.wake = gevent.event.Event()
+        self.tick = 0
+
+    def wait_for_work(self) -> Work | None:
+        """Block until some queue, in a fresh strategy order, has work; None once stopping."""
+        while not self.stopping.is_set():
+            self.wake.clear()
+            order = self.strategy(self.states, self.tick, self.rng)
+            self.tick += 1
+            pause_seconds = [state.is_paused() for state in order]
+            for state, paused in zip(order, pause_seconds):
+                if paused <= 0:
+                    work = self._take(state) or self._receive_now(state)
+                    if work is not None:
+                        return work
+            waits = [seconds for seconds in pause_seconds if seconds > 0]
+            gevent.wait([self.wake, self.stopping], count=1, timeout=min(waits) if waits else None)
+        return None
+
+    def finish(self, work: Work, failed_groups: set[str]) -> list[Message]:
+        """A delivery ended: free its FIFO groups; return buffered messages of failed groups to release."""
+        state = work.state
+        for message in work.messages:
+            if message.group_id is not None:
+                state.busy_groups.discard(message.group_id)
+        released = [message for message in state.buffer if message.group_id in failed_groups]
+        for message in released:
+            state.buffer.remove(message)
+        self.wake.set()
+        return released
+
+    def stop(self) -> list[Message]:
+        """Cancel watchers and hand back every buffered message so the caller can release it."""
+        watchers = [state.watcher for state in self.states if state.watcher is not None]
+        gevent.killall(watchers, block=True, timeout=2)
+        buffered: list[Message] = []
+        for state in self.states:
+            state.watcher = None
+            buffered.extend(state.buffer)
+            state.buffer.clear()
+        return buffered
+
+    def buffered_count(self) -> int:
+        return sum(len(state.buffer) for state in self.states)
+
+    def is_drained(self) -> bool:
+        """Every queue has come back empty from a long poll since it last had messages."""
+        return all(state.is_drained and not state.buffer for state in self.states)
+
+    def _take(self, state: QueueState) -> Work | None:
+        # FIFO: a group already in flight elsewhere is skipped whole, which keeps its order.
+        taken: list[Message] = []
+        claimed: set[str] = set()
+        for message in list(state.buffer):
+            group = message.group_id
+            if group is not None and group not in claimed:
+                if group in state.busy_groups:
+                    continue
+                state.busy_groups.add(group)
+                claimed.add(group)
+            taken.append(message)
+            state.buffer.remove(message)
+            if len(taken) >= state.take_size:
+                break
+        return Work(state, taken) if taken else None
+
+    def _receive_now(self, state: QueueState) -> Work | None:
+        if not state.is_ready or state.buffer or state.watcher is not None:
+            return None
+        try:
+            messages = self._receive(state, 0)
+        except AWS_ERRORS as error:
+            logger.warning("queue=%s receive failed, watching it instead: %s", state.queue.name, describe_error(error))
+            messages = []
+        if not messages:
+            self._go_idle(state)
+            return None
+        return self._take(state)
+
+    def _receive(self, state: QueueState, wait_seconds: int) -> list[Message]:
+        messages = state.queue.receive(self.batch_size, wait_seconds)
+        admitted = self.admit(state.queue, messages)
+        state.buffer.extend(admitted)
+        return messages
+
+    def _go_idle(self, state: QueueState) -> None:
+        state.is_ready = False
+        state.watcher = gevent.spawn(self._watch, state)
+        state.watcher.link_exception(log_greenlet_failure)
+
+    def _watch(self, state: QueueState) -> None:
+        """Long-poll one idle queue until it yields messages, backing off on its own errors."""
+        while not self.stopping.is_set():
+            try:
+                messages = self._receive(state, self.poll_for_seconds)
+            except AWS_ERRORS as error:
+                self._back_off(state, error)
+                continue
+            if state.failures:
+                logger.info("queue=%s receiving again after %d failures", state.queue.name, state.failures)
+                state.failures = 0
+            state.is_drained = not messages
+            if messages:
+                state.is_ready = True
+                state.watcher = None
+                self.wake.set()
+                return
+            if self.sleep_seconds:
+                self.stopping.wait(self.sleep_seconds)
+
+    def _back_off(self, state: QueueState, error: BaseException) -> None:
+        # Full jitter between 1 s and a cap that doubles up to 30 s: a dead endpoint is never hot-looped.
+        state.failures += 1
+        seconds = self.rng.uniform(1.0, min(30.0, 2.0 ** min(state.failures, 5)))
+        log = logger.warning if state.failures == 1 else logger.debug
+        log("queue=%s receive failed (%d in a row), retrying in %.1fs: %s",
+            state.queue.name, state.failures, seconds, describe_error(error))
+        self.stopping.wait(seconds)
+
+
+def log_greenlet_failure(greenlet: gevent.Greenlet) -> None:
+    """Every long-lived greenlet links this, so a crash is never silent."""
+    logger.error("greenlet %s died: %r", greenlet, greenlet.exception, exc_info=greenlet.exc_info)

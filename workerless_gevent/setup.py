@@ -1,0 +1,54 @@
+"""Turns a Config and clients into live parts: resolved queues, targets, poller states."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from .aws import AWS_ERRORS, Clients, describe_error
+from .config import Config, HttpTargetConfig, QueueConfig
+from .errors import StartupError
+from .metrics import Registry
+from .sqs import SqsQueue
+from .targets import QueueInfo, Target
+from .targets.aws_lambda import LambdaTarget
+from .targets.http import HttpTarget
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    queues: dict[str, SqsQueue]
+    dead_letter_queues: dict[str, SqsQueue]  # source queue name -> its dead-letter queue
+    targets: dict[str, Target]
+    queue_infos: dict[str, QueueInfo]
+
+
+def resolve_queue(sqs: Any, config: QueueConfig, registry: Registry) -> SqsQueue:
+    """Find a queue's URL and ARN once at start; an unknown queue is a startup error, not a loop."""
+    try:
+        url = config.url or sqs.get_queue_url(QueueName=config.name)["QueueUrl"]
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    except AWS_ERRORS as error:
+        raise StartupError(f"queue {config.name}: {describe_error(error)}") from None
+    return SqsQueue(sqs, config, url, attributes["QueueArn"], registry.count)
+
+
+def build_parts(config: Config, clients: Clients, registry: Registry, rng: random.Random) -> Parts:
+    queues = {queue.name: resolve_queue(clients.sqs, queue, registry) for queue in config.queues}
+    dead_letter_queues = {}
+    for queue in config.queues:
+        if queue.dead_letter_queue:
+            dlq_config = QueueConfig(name=queue.dead_letter_queue)
+            dead_letter_queues[queue.name] = resolve_queue(clients.sqs, dlq_config, registry)
+    targets: dict[str, Target] = {}
+    for name, target_config in config.targets.items():
+        if isinstance(target_config, HttpTargetConfig):
+            targets[name] = HttpTarget(target_config)
+        else:
+            targets[name] = LambdaTarget(target_config, clients.lambda_, rng)
+    infos = {
+        name: QueueInfo(name=name, arn=queue.arn, region=clients.region, is_fifo=queue.config.is_fifo)
+        for name, queue in queues.items()
+    }
+    return Parts(queues, dead_letter_queues, targets, infos)

@@ -1,0 +1,145 @@
+"""SQS calls for one queue: receive, and deletes and visibility changes coalesced into batches."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+
+from .aws import AWS_ERRORS, describe_error
+from .config import QueueConfig
+from .message import Message
+
+logger = logging.getLogger(__name__)
+
+FLUSH_DELAY_SECONDS = 0.005
+STALE_HANDLE_CODES = ("ReceiptHandleIsInvalid", "InvalidParameterValue", "MessageNotInflight")
+
+
+@dataclass(slots=True)
+class BatchEntry:
+    message: Message
+    visibility_timeout_seconds: int | None  # None means delete
+    is_heartbeat: bool = False
+
+
+class SqsQueue:
+    """A resolved queue and its two coalescing batchers (deletes, visibility changes)."""
+
+    def __init__(self, sqs: Any, config: QueueConfig, url: str, arn: str, count: Callable[[str, str], None]) -> None:
+        self.sqs = sqs
+        self.config = config
+        self.name = config.name
+        self.url = url
+        self.arn = arn
+        self.count = count
+        self._pending: dict[str, list[BatchEntry]] = {"delete": [], "visibility": []}
+        self._flushers: dict[str, gevent.Greenlet | None] = {"delete": None, "visibility": None}
+
+    def receive(self, max_messages: int, wait_seconds: int) -> list[Message]:
+        self.count(self.name, "SqsRequests")
+        response = self.sqs.receive_message(
+            QueueUrl=self.url,
+            MaxNumberOfMessages=max_messages,
+            WaitTimeSeconds=wait_seconds,
+            VisibilityTimeout=self.config.visibility_timeout,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        received_at = time.time()
+        visible_until = time.monotonic() + self.config.visibility_timeout
+        return [Message.from_sqs(self.name, raw, received_at, visible_until) for raw in response.get("Messages", [])]
+
+    def delete(self, message: Message) -> None:
+        message.settled = True
+        self._add("delete", BatchEntry(message, None))
+
+    def change_visibility(self, message: Message, seconds: int, is_heartbeat: bool = False) -> None:
+        if not is_heartbeat:
+            message.settled = True
+        self._add("visibility", BatchEntry(message, seconds, is_heartbeat))
+
+    def send(self, body: str, attributes: dict[str, Any], **extra: Any) -> None:
+        self.count(self.name, "SqsRequests")
+        self.sqs.send_message(QueueUrl=self.url, MessageBody=body, MessageAttributes=attributes, **extra)
+
+    def pending_count(self) -> int:
+        return sum(len(entries) for entries in self._pending.values())
+
+    def flush(self) -> None:
+        """Send everything pending now, in the caller's greenlet (used at stop)."""
+        for kind in ("visibility", "delete"):
+            flusher = self._flushers[kind]
+            if flusher is not None and flusher is not gevent.getcurrent():
+                flusher.kill(block=False)
+            self._flushers[kind] = None
+            self._send_pending(kind)
+
+    def _add(self, kind: str, entry: BatchEntry) -> None:
+        self._pending[kind].append(entry)
+        if self._flushers[kind] is None:
+            self._flushers[kind] = gevent.spawn_later(FLUSH_DELAY_SECONDS, self._flush_later, kind)
+
+    def _flush_later(self, kind: str) -> None:
+        try:
+            self._send_pending(kind)
+        finally:
+            self._flushers[kind] = None
+            if self._pending[kind]:
+                self._flushers[kind] = gevent.spawn_later(FLUSH_DELAY_SECONDS, self._flush_later, kind)
+
+    def _send_pending(self, kind: str) -> None:
+        while self._pending[kind]:
+            chunk, self._pending[kind] = self._pending[kind][:10], self._pending[kind][10:]
+            chunk = [entry for entry in chunk if not (entry.is_heartbeat and entry.message.settled)]
+            if chunk:
+                self._send_chunk(kind, chunk)
+
+    def _send_chunk(self, kind: str, chunk: list[BatchEntry]) -> None:
+        # Entry ids are the positions "0".."9": duplicates would fail the whole call.
+        for attempt in range(3):
+            try:
+                response = self._call(kind, chunk)
+            except AWS_ERRORS as error:
+                logger.warning("queue=%s %s batch of %d failed (attempt %d): %s",
+                               self.name, kind, len(chunk), attempt + 1, describe_error(error))
+                gevent.sleep(0.2 * 2**attempt)
+                continue
+            retry = self._report_failures(kind, chunk, response.get("Failed", []))
+            if not retry:
+                return
+            chunk = retry
+        logger.error("queue=%s gave up on %s of %d messages; SQS will make them visible again",
+                     self.name, kind, len(chunk))
+
+    def _call(self, kind: str, chunk: list[BatchEntry]) -> dict[str, Any]:
+        self.count(self.name, "SqsRequests")
+        if kind == "delete":
+            entries = [{"Id": str(i), "ReceiptHandle": e.message.receipt_handle} for i, e in enumerate(chunk)]
+            return dict(self.sqs.delete_message_batch(QueueUrl=self.url, Entries=entries))
+        entries = [
+            {"Id": str(i), "ReceiptHandle": e.message.receipt_handle, "VisibilityTimeout": e.visibility_timeout_seconds}
+            for i, e in enumerate(chunk)
+        ]
+        return dict(self.sqs.change_message_visibility_batch(QueueUrl=self.url, Entries=entries))
+
+    def _report_failures(self, kind: str, chunk: list[BatchEntry], failed: list[dict[str, Any]]) -> list[BatchEntry]:
+        """Log and count partial failures; return the entries worth one more try."""
+        retry: list[BatchEntry] = []
+        for failure in failed:
+            entry = chunk[int(failure["Id"])]
+            code = str(failure.get("Code", ""))
+            if code.endswith(STALE_HANDLE_CODES):
+                self.count(self.name, "StaleReceipts")
+                logger.info("queue=%s message=%s %s: stale receipt handle (%s)",
+                            self.name, entry.message.message_id, kind, code)
+            elif not failure.get("SenderFault", False):
+                retry.append(entry)
+            else:
+                logger.warning("queue=%s message=%s %s failed: %s %s", self.name,
+                               entry.message.message_id, kind, code, failure.get("Message", ""))
+        return retry

@@ -1,0 +1,72 @@
+"""Targets turn messages into deliveries and say, per message, how each went."""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..message import Message
+
+
+class Result(enum.Enum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    RETRY = "retry"  # the target asked to be left alone for a while (429/503 Retry-After, throttle)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    result: Result
+    error_type: str = ""
+    error: str = ""
+    retry_after_seconds: float | None = None
+
+    @classmethod
+    def success(cls) -> Outcome:
+        return SUCCESS
+
+    @classmethod
+    def failure(cls, error_type: str, error: str) -> Outcome:
+        return cls(Result.FAILURE, error_type, error)
+
+    @property
+    def is_success(self) -> bool:
+        return self.result is Result.SUCCESS
+
+
+SUCCESS = Outcome(Result.SUCCESS)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """What a target may know about the queue a message came from."""
+
+    name: str
+    arn: str
+    region: str
+    is_fifo: bool
+
+
+class Target(Protocol):
+    name: str
+    messages_per_delivery: int
+    hard_deadline_seconds: float
+
+    def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
+        """One outcome per message, in order; never raises for a failing target."""
+        ...
+
+
+class Pause:
+    """Backpressure: a target that said 'not now' gets no deliveries until the time passes."""
+
+    def __init__(self) -> None:
+        self.until = 0.0
+
+    def extend(self, seconds: float) -> None:
+        self.until = max(self.until, time.monotonic() + seconds)
+
+    def remaining_seconds(self) -> float:
+        return self.until - time.monotonic()

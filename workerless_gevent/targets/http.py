@@ -1,0 +1,122 @@
+"""The aws-sqsd contract: one POST per message to a local app; 2xx means processed."""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import re
+import time
+import urllib.parse
+
+import gevent
+from geventhttpclient import HTTPClient
+
+from .. import __version__
+from ..config import HttpTargetConfig
+from ..message import Message, iso_utc
+from . import Outcome, Pause, QueueInfo, Result
+
+logger = logging.getLogger(__name__)
+
+HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+PRINTABLE_ASCII = re.compile(r"^[\x20-\x7e]*$")
+PATH_ATTRIBUTE = "beanstalk.sqsd.path"
+
+
+class HttpTarget:
+    def __init__(self, config: HttpTargetConfig) -> None:
+        url = urllib.parse.urlsplit(config.url)
+        self.name = config.name
+        self.config = config
+        self.path = url.path or "/"
+        self.messages_per_delivery = 1
+        self.hard_deadline_seconds = float(config.connect_timeout + config.inactivity_timeout)
+        self.pause = Pause()
+        self.client = HTTPClient(
+            url.hostname or "127.0.0.1",
+            url.port or 80,
+            concurrency=config.max_connections,
+            connection_timeout=config.connect_timeout,
+            network_timeout=config.inactivity_timeout,
+            headers={"User-Agent": f"aws-sqsd/{__version__} (workerless)"},
+        )
+
+    def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
+        return [self.post(queue, message) for message in messages]
+
+    def post(self, queue: QueueInfo, message: Message) -> Outcome:
+        path = message.string_attribute(PATH_ATTRIBUTE) or self.path
+        if not path.startswith("/"):
+            path = "/" + path
+        try:
+            # Read timeouts are per read: a server trickling bytes is only stopped by this deadline.
+            with gevent.Timeout(self.hard_deadline_seconds, False):
+                response = self.client.request("POST", path, body=message.body.encode("utf-8"),
+                                               headers=build_headers(queue.name, message, self.config.content_type))
+                try:
+                    response.read()
+                finally:
+                    response.release()
+                return self.judge(response.status_code, response.get("Retry-After"))
+            return Outcome.failure("Timeout", f"no complete response within {self.hard_deadline_seconds:g}s")
+        except (OSError, gevent.Timeout) as error:
+            return Outcome.failure(type(error).__name__, str(error) or type(error).__name__)
+        except Exception as error:  # a malformed response from the app must not kill the delivery
+            return Outcome.failure(type(error).__name__, str(error))
+
+    def judge(self, status: int, retry_after: str | list[str] | None) -> Outcome:
+        if 200 <= status < 300:
+            return Outcome.success()
+        if status in (429, 503) and retry_after is not None:
+            seconds = parse_retry_after(retry_after if isinstance(retry_after, str) else retry_after[0])
+            if seconds is not None:
+                self.pause.extend(seconds)
+                return Outcome(Result.RETRY, f"HTTP {status}", f"HTTP {status}, Retry-After {seconds:g}s", seconds)
+        return Outcome.failure(f"HTTP {status}", f"the app answered HTTP {status}")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def build_headers(queue_name: str, message: Message, content_type: str) -> dict[str, str]:
+    """The aws-sqsd header set, in the spelling Beanstalk apps look for."""
+    attributes = message.attributes
+    headers = {
+        "Content-Type": content_type,
+        "X-Aws-Sqsd-Msgid": message.message_id,
+        "X-Aws-Sqsd-Queue": queue_name,
+        "X-Aws-Sqsd-First-Received-At": iso_utc(attributes.get("ApproximateFirstReceiveTimestamp")),
+        "X-Aws-Sqsd-Receive-Count": attributes.get("ApproximateReceiveCount", "1"),
+        "X-Aws-Sqsd-Sender-Id": attributes.get("SenderId", ""),
+        "X-Aws-Sqsd-Sent-At": iso_utc(attributes.get("SentTimestamp")),
+    }
+    for name in message.message_attributes:
+        value = message.string_attribute(name)
+        if value is None or not HEADER_NAME.match(name):
+            continue  # Binary attributes are dropped, as aws-sqsd does; so are names no header can carry
+        headers[f"X-Aws-Sqsd-Attr-{name}"] = header_safe(value)
+    task = message.string_attribute("beanstalk.sqsd.task_name")
+    if task is not None:
+        headers["X-Aws-Sqsd-Taskname"] = header_safe(task)
+        headers["X-Aws-Sqsd-Scheduled-At"] = header_safe(message.string_attribute("beanstalk.sqsd.scheduled_time") or "")
+    path = message.string_attribute(PATH_ATTRIBUTE)
+    if path is not None:
+        headers["X-Aws-Sqsd-Path"] = header_safe(path)
+    return headers
+
+
+def header_safe(value: str) -> str:
+    """Values a header cannot carry (non-ASCII, control characters) are percent-encoded."""
+    return value if PRINTABLE_ASCII.match(value) else urllib.parse.quote(value, safe=" !#$&'()*+,/:;=?@[]~")
+
+
+def parse_retry_after(value: str) -> float | None:
+    """Retry-After is delta-seconds or an HTTP date."""
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())
