@@ -141,3 +141,13 @@ def daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
         if proc.alive():
             proc.kill()
         print(f"--- workerless {proc.args} exit {proc.returncode} ---\n{proc.output()}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests run only when a marker expression asks for them (.ci/run passes -m)."""
+    if config.getoption("markexpr"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m 'slow or not slow' (as .ci/run does)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

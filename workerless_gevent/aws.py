@@ -21,6 +21,7 @@ class Clients:
     lambda_: Any | None
     cloudwatch: Any | None
     region: str
+    dynamodb: Any | None = None  # only with a [periodic] claims_table
 
 
 def build_clients(config: Config) -> Clients:
@@ -65,7 +66,17 @@ def build_clients(config: Config) -> Clients:
             ),
             **endpoint,
         )
-    return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region)
+    dynamodb = None
+    if config.periodic is not None and config.periodic.claims_table:
+        dynamodb = session.client(
+            "dynamodb",
+            region_name=region,
+            config=botocore.config.Config(
+                connect_timeout=5, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}
+            ),
+            **endpoint,
+        )
+    return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb)
 
 
 def error_code(error: BaseException) -> str:

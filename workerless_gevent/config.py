@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .cron import PeriodicConfig, read_periodic
 from .errors import ConfigError
 from .schema import Table
 
@@ -89,6 +90,7 @@ class Config:
     queues: tuple[QueueConfig, ...] = ()
     targets: Mapping[str, TargetConfig] = field(default_factory=dict)
     aws: AwsConfig = field(default_factory=AwsConfig)
+    periodic: PeriodicConfig | None = None
 
     def target_of(self, queue: QueueConfig) -> TargetConfig:
         return self.targets[queue.target]
@@ -116,6 +118,7 @@ def build_config(data: dict[str, Any], source: str, origins: Mapping[str, str]) 
         queues=_queues(top),
         targets=_targets(top.table("targets")),
         aws=_aws(top.table("aws")),
+        periodic=read_periodic(top.table("periodic")) if top.has("periodic") else None,
     )
     top.finish()
     _check_cross_references(config, top)
@@ -245,3 +248,5 @@ def _check_cross_references(config: Config, top: Table) -> None:
             raise item.fail("target", problem, queue.target)
         if queue.dead_letter_queue in names:
             raise item.fail("dead_letter_queue", "must not be one of the polled queues", queue.dead_letter_queue)
+    if config.periodic is not None and config.periodic.queue not in names:
+        raise top.fail("periodic.queue", "must name one of the [[queues]]", config.periodic.queue)

@@ -18,8 +18,10 @@ from .handler import Handler
 from .heartbeat import Leases
 from .metrics import Registry
 from .ordering import STRATEGIES
+from .periodic import build_scheduler
 from .poller import Poller, QueueState, Work, log_greenlet_failure
 from .setup import Parts, build_parts
+from .status import StatusServer, count_in_flight
 from .targets import Outcome
 
 logger = logging.getLogger(__name__)
@@ -47,6 +49,9 @@ class Daemon:
                              poll_for_seconds=config.polling.poll_for, sleep_seconds=config.polling.sleep,
                              rng=rng, stopping=self.stopping, admit=self.handler.admit)
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
+        registry.track_gauge("InFlight", lambda: count_in_flight(self.in_flight, self.parts.queues))
+        self.status_server = StatusServer(config.status_listen, self) if config.status_listen else None
+        self.scheduler = build_scheduler(config, clients, self.parts.queues, rng)
 
     def queue_state(self, name: str) -> QueueState:
         target = self.parts.targets[self.config.target_of(self.parts.queues[name].config).name]
@@ -72,13 +77,19 @@ class Daemon:
         background = [gevent.spawn(self.leases.run, self.stopped), gevent.spawn(self.flusher.run, self.stopped)]
         if self.config.drain:
             background.append(gevent.spawn(self.watch_for_drained))
+        if self.scheduler is not None:
+            background.append(gevent.spawn(self.scheduler.run, self.stopping))
         for greenlet in background:
             greenlet.link_exception(log_greenlet_failure)
         self.log_start()
+        if self.status_server is not None:
+            self.status_server.start()
         self.dispatch()
         self.shut_down()
         self.stopped.set()
         gevent.joinall(background, timeout=3)
+        if self.status_server is not None:
+            self.status_server.stop()
         self.log_stop(time.monotonic() - started)
         return 0
 

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import bisect
 import math
+import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throttled", "EmptyReceives",
             "SqsRequests", "StaleReceipts")
+GAUGES = ("InFlight",)
 DISTRIBUTIONS = ("DeliveryTime", "QueueTime")  # milliseconds
+# Prometheus bucket bounds in seconds: deliveries take milliseconds to minutes, waits up to the
+# 14-day retention period.
+BUCKETS_SECONDS: dict[str, tuple[float, ...]] = {
+    "DeliveryTime": (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0),
+    "QueueTime": (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0,
+                  345600.0, 1209600.0),
+}
+
+GaugeReader = Callable[[], Mapping[str, float]]  # queue name -> current value
 
 
 @dataclass
@@ -27,6 +40,33 @@ class Window:
         return len(self.counters) + sum(len(values) for values in self.distributions.values())
 
 
+@dataclass
+class Histogram:
+    """Cumulative since start, for Prometheus; `counts[i]` holds observations in bucket i alone."""
+
+    bounds_seconds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    sum_seconds: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.bounds_seconds) + 1)  # the last one is +Inf
+
+    def add(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds_seconds, seconds)] += 1
+        self.sum_seconds += seconds
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """(upper bound, observations <= it) pairs ending with +Inf, as Prometheus wants them."""
+        running = 0
+        pairs = []
+        for bound, count in zip((*self.bounds_seconds, math.inf), self.counts):
+            running += count
+            pairs.append((bound, running))
+        return pairs
+
+
 class Registry:
     """Fed by the daemon; read by the CloudWatch flusher, the status server and the stop summary."""
 
@@ -34,6 +74,8 @@ class Registry:
         self.window = Window()
         self.totals: Counter[tuple[str, str]] = Counter()
         self.gauges: dict[tuple[str, str], float] = {}
+        self.gauge_readers: dict[str, GaugeReader] = {}
+        self.histograms: dict[tuple[str, str], Histogram] = {}
         self.failure_types: dict[str, tuple[int, str]] = {}
 
     def count(self, queue: str, name: str, amount: int = 1) -> None:
@@ -41,12 +83,28 @@ class Registry:
         self.totals[(name, queue)] += amount
 
     def observe(self, queue: str, name: str, milliseconds: float) -> None:
-        if math.isfinite(milliseconds):
-            # Rounded so CloudWatch's Values/Counts (at most 150 distinct values per datum) stay compact.
-            self.window.distributions[(name, queue)][round_significant(milliseconds)] += 1
+        if not math.isfinite(milliseconds):
+            return
+        # Rounded so CloudWatch's Values/Counts (at most 150 distinct values per datum) stay compact.
+        self.window.distributions[(name, queue)][round_significant(milliseconds)] += 1
+        histogram = self.histograms.get((name, queue))
+        if histogram is None:
+            histogram = self.histograms[(name, queue)] = Histogram(BUCKETS_SECONDS.get(name, BUCKETS_SECONDS["DeliveryTime"]))
+        histogram.add(milliseconds / 1000)
 
     def set_gauge(self, queue: str, name: str, value: float) -> None:
         self.gauges[(name, queue)] = value
+
+    def track_gauge(self, name: str, read: GaugeReader) -> None:
+        """A gauge sampled whenever someone reads it, so it can never drift from the truth."""
+        self.gauge_readers[name] = read
+
+    def read_gauges(self) -> dict[tuple[str, str], float]:
+        values = dict(self.gauges)
+        for name, read in self.gauge_readers.items():
+            for queue, value in read().items():
+                values[(name, queue)] = float(value)
+        return values
 
     def record_failure(self, error_type: str, error: str) -> None:
         count, _ = self.failure_types.get(error_type, (0, ""))
@@ -57,9 +115,54 @@ class Registry:
             return int(self.totals[(name, queue)])
         return int(sum(value for (counter, _), value in self.totals.items() if counter == name))
 
+    def queue_names(self) -> list[str]:
+        """Every queue the registry has heard of, in the order it first did."""
+        names = dict.fromkeys(queue for _, queue in self.totals)
+        names.update(dict.fromkeys(queue for _, queue in self.read_gauges()))
+        return list(names)
+
     def take_window(self) -> Window:
         window, self.window = self.window, Window()
         return window
+
+
+class RateSummary:
+    """The one-line-per-interval log: rates per queue since the previous line."""
+
+    SHOWN = (("Received", "received"), ("Succeeded", "succeeded"), ("Failed", "failed"),
+             ("Throttled", "throttled"), ("Expired", "expired"), ("DeadLettered", "dead_lettered"))
+
+    def __init__(self, registry: Registry, clock: Callable[[], float] = time.monotonic) -> None:
+        self.registry = registry
+        self.clock = clock
+        self.since = clock()
+        self.previous: Counter[tuple[str, str]] = Counter(registry.totals)
+        self.previous_delivery: dict[str, tuple[float, int]] = {}
+
+    def line(self) -> str:
+        now = self.clock()
+        seconds = max(now - self.since, 1e-9)
+        gauges = self.registry.read_gauges()
+        parts = []
+        for queue in self.registry.queue_names():
+            rates = " ".join(
+                f"{label}={(self.registry.totals[(name, queue)] - self.previous[(name, queue)]) / seconds:.2f}/s"
+                for name, label in self.SHOWN
+                if name in ("Received", "Succeeded", "Failed") or self.registry.totals[(name, queue)]
+            )
+            in_flight = gauges.get(("InFlight", queue), 0.0)
+            parts.append(f"queue={queue} {rates} in_flight={in_flight:g} {self._delivery_average(queue)}")
+        self.since, self.previous = now, Counter(self.registry.totals)
+        return f"rates over {seconds:.1f}s: " + (" | ".join(parts) or "no queues yet")
+
+    def _delivery_average(self, queue: str) -> str:
+        histogram = self.registry.histograms.get(("DeliveryTime", queue))
+        total, count = (histogram.sum_seconds, histogram.count) if histogram else (0.0, 0)
+        before_total, before_count = self.previous_delivery.get(queue, (0.0, 0))
+        self.previous_delivery[queue] = (total, count)
+        if count == before_count:
+            return "delivery_ms_avg=-"
+        return f"delivery_ms_avg={(total - before_total) / (count - before_count) * 1000:.1f}"
 
 
 def round_significant(value: float, digits: int = 2) -> float:

@@ -11,12 +11,14 @@ from .fake_lambda import (
 )
 from .http_app import Headers, HttpApp, RecordedRequest
 from .moto import MotoInvocation, MotoServer
+from .proxy import CountingProxy, ProxiedRequest
 from .process import REPO_ROOT, Daemon, write_config
 from .sqs import Queue, count_messages, create_queue, drain_bodies
 from .wait import wait_until
 
 __all__ = [
     "REPO_ROOT",
+    "CountingProxy",
     "Daemon",
     "FakeLambda",
     "Headers",
@@ -25,6 +27,7 @@ __all__ = [
     "LambdaReply",
     "MotoInvocation",
     "MotoServer",
+    "ProxiedRequest",
     "Queue",
     "RecordedRequest",
     "count_messages",

@@ -1,0 +1,134 @@
+// The local HTTP app the daemon delivers to: answers 200 at once or after a delay, and records
+// every delivery (arrival time, queue) so the runner can compute rates, latencies and ordering.
+// Usage: node bench/sink.mjs [PORT]  -> prints {"port": N}
+//
+// Deliveries: any POST outside /_bench/. Control (used by bench/run.py only):
+//   POST /_bench/reset?delay_ms=D   forget everything, answer deliveries after D ms from now on
+//   GET  /_bench/stats              {count, first, last, in_flight, max_in_flight, by_queue}
+//   GET  /_bench/events?from=K      arrivals K.. as [[epoch_ms, queue], ...]
+//   GET  /_bench/wait?count=N&timeout_ms=T   answers once count >= N (or at the timeout) with stats
+import http from "node:http";
+import { performance } from "node:perf_hooks";
+
+const port = parseInt(process.argv[2] ?? "0", 10);
+const origin = performance.timeOrigin;
+const now = () => origin + performance.now(); // epoch milliseconds with sub-ms resolution
+
+let delayMs = 0;
+let times = [];
+let queues = [];
+let byQueue = {};
+let inFlight = 0;
+let maxInFlight = 0;
+let waiters = [];
+let heldSum = 0; // actual time each delayed answer was held, to compare the ideal with what the sink did
+let heldCount = 0;
+
+function stats() {
+  return {
+    count: times.length,
+    first: times.length ? times[0] : null,
+    last: times.length ? times[times.length - 1] : null,
+    in_flight: inFlight,
+    max_in_flight: maxInFlight,
+    by_queue: byQueue,
+    delay_ms: delayMs,
+    mean_held_ms: heldCount ? heldSum / heldCount : null,
+  };
+}
+
+function json(res, status, value) {
+  const body = JSON.stringify(value);
+  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function wakeWaiters() {
+  if (!waiters.length) return;
+  const still = [];
+  for (const waiter of waiters) {
+    if (times.length >= waiter.count) {
+      clearTimeout(waiter.timer);
+      json(waiter.res, 200, stats());
+    } else {
+      still.push(waiter);
+    }
+  }
+  waiters = still;
+}
+
+function control(req, res, url) {
+  const path = url.pathname;
+  if (path === "/_bench/reset") {
+    delayMs = parseFloat(url.searchParams.get("delay_ms") ?? "0") || 0;
+    times = [];
+    queues = [];
+    byQueue = {};
+    maxInFlight = inFlight;
+    heldSum = 0;
+    heldCount = 0;
+    for (const waiter of waiters) {
+      clearTimeout(waiter.timer);
+      json(waiter.res, 200, stats());
+    }
+    waiters = [];
+    return json(res, 200, stats());
+  }
+  if (path === "/_bench/stats") return json(res, 200, stats());
+  if (path === "/_bench/events") {
+    const from = parseInt(url.searchParams.get("from") ?? "0", 10);
+    const events = [];
+    for (let i = from; i < times.length; i++) events.push([times[i], queues[i]]);
+    return json(res, 200, events);
+  }
+  if (path === "/_bench/wait") {
+    const count = parseInt(url.searchParams.get("count") ?? "1", 10);
+    const timeoutMs = parseFloat(url.searchParams.get("timeout_ms") ?? "30000");
+    if (times.length >= count) return json(res, 200, stats());
+    const waiter = { count, res };
+    waiter.timer = setTimeout(() => {
+      waiters = waiters.filter((w) => w !== waiter);
+      json(res, 200, stats());
+    }, timeoutMs);
+    waiters.push(waiter);
+    return;
+  }
+  json(res, 404, { error: "unknown control path" });
+}
+
+const server = http.createServer((req, res) => {
+  if (req.url.startsWith("/_bench/")) {
+    req.resume();
+    req.on("end", () => control(req, res, new URL(req.url, "http://sink")));
+    return;
+  }
+  const arrived = now();
+  const queue = req.headers["x-aws-sqsd-queue"] ?? "";
+  times.push(arrived);
+  queues.push(queue);
+  byQueue[queue] = (byQueue[queue] ?? 0) + 1;
+  inFlight += 1;
+  if (inFlight > maxInFlight) maxInFlight = inFlight;
+  const delay = delayMs;
+  req.resume(); // read the body fully before answering, as a real app would
+  req.on("end", () => {
+    const answer = () => {
+      inFlight -= 1;
+      heldSum += now() - arrived;
+      heldCount += 1;
+      res.writeHead(200, { "Content-Length": "2", "Content-Type": "text/plain" });
+      res.end("ok");
+    };
+    if (delay > 0) setTimeout(answer, delay);
+    else answer();
+  });
+  wakeWaiters();
+});
+server.keepAliveTimeout = 0; // keep idle connections forever: the daemon's pool must not meet stale ones
+server.headersTimeout = 0;
+server.requestTimeout = 0;
+server.maxRequestsPerSocket = 0;
+server.listen(port, "127.0.0.1", () => {
+  process.stdout.write(JSON.stringify({ port: server.address().port }) + "\n");
+});
+for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => process.exit(0));

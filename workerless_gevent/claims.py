@@ -1,0 +1,100 @@
+"""The DynamoDB claims table: one conditional write per periodic slot decides which instance sends it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import botocore.exceptions
+import gevent.event
+
+from .aws import error_code
+
+logger = logging.getLogger(__name__)
+
+KEY = "slot"
+TTL_ATTRIBUTE = "expires_at"
+KEEP_CLAIMS_SECONDS = 7 * 24 * 3600
+TABLE_POLL_SECONDS = 1.0
+
+
+class Claims:
+    """Claims on `task@time` slots; DynamoDB's conditional put makes exactly one claim win."""
+
+    def __init__(self, dynamodb: Any, table_name: str, owner: str) -> None:
+        self.dynamodb = dynamodb
+        self.table_name = table_name
+        self.owner = owner
+
+    def claim(self, slot: str, task_name: str, scheduled_epoch_seconds: float) -> bool:
+        """True if this instance now owns the slot; False if another instance (or an earlier run) does."""
+        item = {
+            KEY: {"S": slot},
+            "task_name": {"S": task_name},
+            "owner": {"S": self.owner},
+            "claimed_at": {"N": str(int(time.time()))},
+            TTL_ATTRIBUTE: {"N": str(int(scheduled_epoch_seconds) + KEEP_CLAIMS_SECONDS)},
+        }
+        try:
+            self.dynamodb.put_item(TableName=self.table_name, Item=item,
+                                   ConditionExpression="attribute_not_exists(#slot)",
+                                   ExpressionAttributeNames={"#slot": KEY})
+        except botocore.exceptions.ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def wait_for_table(self, stopping: gevent.event.Event, timeout_seconds: float = 120.0) -> bool:
+        """Create the table if it is missing and wait until it is ACTIVE; False if stopping first."""
+        deadline = time.monotonic() + timeout_seconds
+        status = self.describe_status()
+        if status is None:
+            self.create_table()
+            status = self.describe_status()
+        while status != "ACTIVE":
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"DynamoDB table {self.table_name} not ACTIVE after {timeout_seconds:g}s")
+            if stopping.wait(TABLE_POLL_SECONDS):
+                return False
+            status = self.describe_status()
+        self.enable_expiry()
+        return True
+
+    def describe_status(self) -> str | None:
+        try:
+            response = self.dynamodb.describe_table(TableName=self.table_name)
+        except botocore.exceptions.ClientError as error:
+            if error_code(error) == "ResourceNotFoundException":
+                return None
+            raise
+        return str(response["Table"]["TableStatus"])
+
+    def create_table(self) -> None:
+        try:
+            self.dynamodb.create_table(
+                TableName=self.table_name,
+                AttributeDefinitions=[{"AttributeName": KEY, "AttributeType": "S"}],
+                KeySchema=[{"AttributeName": KEY, "KeyType": "HASH"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            logger.info("created DynamoDB claims table %s", self.table_name)
+        except botocore.exceptions.ClientError as error:
+            # Another instance starting at the same moment may have created it first: that is fine.
+            if error_code(error) != "ResourceInUseException":
+                raise
+
+    def enable_expiry(self) -> None:
+        """Old claims expire through DynamoDB TTL; failing to set it only costs storage, so it only warns."""
+        try:
+            described = self.dynamodb.describe_time_to_live(TableName=self.table_name)
+            if described["TimeToLiveDescription"].get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
+                return
+            self.dynamodb.update_time_to_live(
+                TableName=self.table_name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+            )
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+            logger.warning("claims table %s: cannot enable TTL on %s (%s); old claims will be kept",
+                           self.table_name, TTL_ATTRIBUTE, error_code(error))

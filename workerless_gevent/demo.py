@@ -1,0 +1,125 @@
+"""`workerless demo`: the daemon on an embedded AWS emulator, no account or credentials needed.
+
+Starts moto's server and a small local app on free loopback ports, creates the queues of
+conf/local.toml, enqueues sample messages on each priority and runs the real daemon against
+them, so the app's output shows the messages arriving in priority order. Ctrl-C stops it all.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import boto3
+import gevent
+import gevent.event
+from gevent.pywsgi import WSGIServer
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = (("default", 4), ("submissions", 3), ("payments", 3))  # sent lowest priority first
+
+
+def run_demo() -> int:
+    config = ROOT / "conf" / "local.toml"
+    emulator, endpoint = start_emulator()
+    env = demo_environment(endpoint)
+    app = WSGIServer(("127.0.0.1", 0), print_request, log=None)
+    app.start()
+    say(f"local AWS emulator (moto) on {endpoint}; demo app on http://127.0.0.1:{app.server_port}/")
+    daemon = None
+    stop_requested = gevent.event.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        gevent.signal_handler(signum, stop_requested.set)
+    try:
+        sqs = boto3.session.Session(region_name=env["AWS_DEFAULT_REGION"], aws_access_key_id="demo",
+                                    aws_secret_access_key="demo").client("sqs", endpoint_url=endpoint)
+        enqueue_samples(sqs)
+        daemon = subprocess.Popen(
+            [sys.executable, str(ROOT / "bin" / "workerless"), "-c", str(config),
+             f"--http=http://127.0.0.1:{app.server_port}/"],
+            env=env, start_new_session=True,
+        )
+        say("daemon started with conf/local.toml (strict priority, concurrency 1); Ctrl-C stops everything")
+        while daemon.poll() is None and not stop_requested.wait(0.2):
+            pass
+        say("stopping")
+        return stop(daemon)
+    finally:
+        app.stop(timeout=1)
+        emulator.terminate()
+        emulator.wait(timeout=10)
+
+
+def start_emulator() -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(endpoint + "/moto-api/", timeout=1).close()
+            return process, endpoint
+        except OSError:
+            if process.poll() is not None:
+                break
+            gevent.sleep(0.1)
+    process.kill()
+    raise SystemExit("workerless demo: the local AWS emulator did not start (is moto[server] installed?)")
+
+
+def demo_environment(endpoint: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    env.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="demo", AWS_SECRET_ACCESS_KEY="demo",
+               AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true", PYTHONUNBUFFERED="1")
+    return env
+
+
+def enqueue_samples(sqs: Any) -> None:
+    for queue, _ in SAMPLES:
+        sqs.create_queue(QueueName=queue)
+    for queue, count in SAMPLES:
+        url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+        for number in range(1, count + 1):
+            body = '{"queue": "%s", "n": %d}' % (queue, number)
+            sqs.send_message(QueueUrl=url, MessageBody=body,
+                             MessageAttributes={"sample": {"DataType": "Number", "StringValue": str(number)}})
+        say(f"enqueued {count} messages on {queue}")
+
+
+def print_request(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    body = environ["wsgi.input"].read().decode("utf-8", "replace")
+    headers = {key[5:].replace("_", "-").title(): value for key, value in environ.items()
+               if key.startswith("HTTP_X_AWS_SQSD")}
+    say(f"app got POST {environ['PATH_INFO']} {body}")
+    for name, value in sorted(headers.items()):
+        say(f"    {name}: {value}")
+    gevent.sleep(0.2)  # pretend to work, so the order is easy to follow
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+
+
+def stop(daemon: subprocess.Popen[bytes] | None) -> int:
+    if daemon is None:
+        return 0
+    if daemon.poll() is not None:
+        return daemon.returncode
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        return daemon.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        return 1
+
+
+def say(line: str) -> None:
+    print(f"[demo] {line}", flush=True)

@@ -1,0 +1,106 @@
+"""The registry in Prometheus text format, through prometheus-client and a private CollectorRegistry."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from . import __version__
+from .metrics import BUCKETS_SECONDS, COUNTERS, DISTRIBUTIONS, Histogram, Registry
+
+Snapshot = Callable[[], dict[str, Any]]  # the /status document
+
+COUNTER_HELP = {
+    "Received": "Messages received from SQS.",
+    "Succeeded": "Deliveries the target accepted; the message was deleted.",
+    "Failed": "Deliveries that failed; the message will be retried or dead-lettered.",
+    "Expired": "Messages older than retention_period, deleted undelivered.",
+    "DeadLettered": "Messages moved to the dead-letter queue.",
+    "Throttled": "Deliveries the target asked to retry later (429/503 Retry-After, Lambda throttle).",
+    "EmptyReceives": "ReceiveMessage calls that returned no message.",
+    "SqsRequests": "SQS API requests made.",
+    "StaleReceipts": "Deletes or visibility changes refused for a stale receipt handle.",
+}
+QUEUE_GAUGES = (
+    ("buffered", "buffered_messages", "Messages received and waiting for a delivery slot."),
+    ("in_flight", "in_flight_messages", "Messages being delivered now."),
+    ("receive_failures", "receive_failures", "Receives that failed in a row (0 while receiving works)."),
+)
+
+
+def bucket_label(bound: float) -> str:
+    return "+Inf" if math.isinf(bound) else repr(float(bound))
+
+
+def snake_case(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class RegistryCollector:
+    """Reads our Registry and the daemon's state at scrape time; holds no state of its own."""
+
+    def __init__(self, registry: Registry, snapshot: Snapshot) -> None:
+        self.registry = registry
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        status = self.snapshot()
+        queues = [queue["name"] for queue in status["queues"]]
+        yield from self.counters(queues)
+        yield from self.histograms(queues)
+        yield from queue_gauges(status)
+        failures = CounterMetricFamily("workerless_failures", "Failed deliveries by failure type.", labels=["type"])
+        for failure in status["failures"]:
+            failures.add_metric([failure["type"]], failure["count"])
+        yield failures
+        healthy = GaugeMetricFamily("workerless_healthy", "1 while receiving works and the daemon is not stopping.")
+        healthy.add_metric([], 1.0 if status["healthy"] else 0.0)
+        yield healthy
+        info = GaugeMetricFamily("workerless_info", "Constant 1, labelled with the version and name.",
+                                 labels=["version", "name"])
+        info.add_metric([__version__, status["name"] or ""], 1.0)
+        yield info
+
+    def counters(self, queues: list[str]) -> Iterator[Metric]:
+        for name in COUNTERS:
+            family = CounterMetricFamily(f"workerless_{snake_case(name)}", COUNTER_HELP.get(name, name), labels=["queue"])
+            for queue in queues:
+                family.add_metric([queue], self.registry.totals[(name, queue)])
+            yield family
+
+    def histograms(self, queues: list[str]) -> Iterator[Metric]:
+        helps = {"DeliveryTime": "Time a delivery took.", "QueueTime": "Time from SentTimestamp to receive."}
+        for name in DISTRIBUTIONS:
+            family = HistogramMetricFamily(f"workerless_{snake_case(name)}_seconds", helps.get(name, name),
+                                           labels=["queue"])
+            for queue in queues:
+                histogram = self.registry.histograms.get((name, queue)) or Histogram(BUCKETS_SECONDS[name])
+                buckets = [(bucket_label(bound), float(count)) for bound, count in histogram.cumulative()]
+                family.add_metric([queue], buckets, histogram.sum_seconds)
+            yield family
+
+
+def queue_gauges(status: dict[str, Any]) -> Iterator[Metric]:
+    for key, metric, text in QUEUE_GAUGES:
+        family = GaugeMetricFamily(f"workerless_{metric}", text, labels=["queue"])
+        for queue in status["queues"]:
+            family.add_metric([queue["name"]], float(queue[key]))
+        yield family
+    ready = GaugeMetricFamily("workerless_queue_ready", "1 if the queue's last receive returned messages.",
+                              labels=["queue"])
+    for queue in status["queues"]:
+        ready.add_metric([queue["name"]], 1.0 if queue["state"] == "ready" else 0.0)
+    yield ready
+
+
+def build_exposition(registry: Registry, snapshot: Snapshot) -> Callable[[], bytes]:
+    """A private CollectorRegistry: nothing global, and process metrics for this daemon only."""
+    collectors = CollectorRegistry(auto_describe=False)
+    collectors.register(RegistryCollector(registry, snapshot))
+    ProcessCollector(registry=collectors)
+    return lambda: generate_latest(collectors)

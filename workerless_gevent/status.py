@@ -1,0 +1,162 @@
+"""The status server: /healthz, /metrics, /status and a small live page, served in the daemon process."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import gevent.event
+import gevent.pool
+from gevent import pywsgi
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from . import __version__
+from .config import Config
+from .errors import StartupError
+from .metrics import COUNTERS, Registry
+from .poller import Poller, Work
+from .prometheus import build_exposition
+from .status_page import render_page
+
+logger = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 20  # an operator's browser and a scraper, not a public service
+MAX_LISTED_MESSAGES = 500  # keeps /status and the page small at high concurrency
+StartResponse = Callable[..., Any]
+
+
+class DaemonView(Protocol):
+    """What the status server may read from the daemon; it never changes any of it."""
+
+    config: Config
+    registry: Registry
+    poller: Poller
+    in_flight: set[Work]
+    stopping: gevent.event.Event
+
+
+def count_in_flight(in_flight: Iterable[Work], queue_names: Iterable[str]) -> dict[str, float]:
+    """Messages being delivered per queue, zero included: the reader behind the InFlight gauge."""
+    counts = dict.fromkeys(queue_names, 0.0)
+    for work in list(in_flight):
+        counts[work.state.queue.name] = counts.get(work.state.queue.name, 0.0) + len(work.messages)
+    return counts
+
+
+def check_health(view: DaemonView) -> tuple[bool, str]:
+    """Healthy while every queue can be received from and the daemon is not stopping."""
+    if view.stopping.is_set():
+        return False, "stopping"
+    failing = [f"{state.queue.name} ({state.failures} in a row)" for state in view.poller.states if state.failures]
+    if failing:
+        return False, "receives failing: " + ", ".join(failing)
+    return True, "ok"
+
+
+def build_snapshot(view: DaemonView, started_at: float) -> dict[str, Any]:
+    """The /status document; the page and the Prometheus gauges are drawn from it too."""
+    healthy, health = check_health(view)
+    registry, config = view.registry, view.config
+    messages = message_rows(view)
+    failures = [{"type": error_type or "unknown", "count": count, "latest_error": error}
+                for error_type, (count, error) in sorted(registry.failure_types.items(), key=lambda item: -item[1][0])]
+    return {
+        "name": config.name,
+        "version": __version__,
+        "healthy": healthy,
+        "health": health,
+        "stopping": view.stopping.is_set(),
+        "uptime_seconds": round(time.monotonic() - started_at, 1),
+        "concurrency": config.concurrency,
+        "strategy": config.polling.strategy,
+        "queues": queue_rows(view),
+        "in_flight_count": len(messages),
+        "in_flight": messages[:MAX_LISTED_MESSAGES],
+        "totals": {name: registry.total(name) for name in COUNTERS},
+        "failures": failures,
+    }
+
+
+def queue_rows(view: DaemonView) -> list[dict[str, Any]]:
+    in_flight = count_in_flight(view.in_flight, (state.queue.name for state in view.poller.states))
+    return [{
+        "name": state.queue.name,
+        "target": view.config.target_of(state.queue.config).name,
+        "state": "ready" if state.is_ready else "idle",
+        "buffered": len(state.buffer),
+        "in_flight": int(in_flight.get(state.queue.name, 0)),
+        "receive_failures": state.failures,
+        "paused_seconds": round(max(0.0, state.is_paused()), 1),
+        "totals": {name: view.registry.total(name, state.queue.name) for name in COUNTERS},
+    } for state in view.poller.states]
+
+
+def message_rows(view: DaemonView) -> list[dict[str, Any]]:
+    """Every message being delivered, oldest first; age counts from its receive."""
+    now = time.time()
+    rows: list[dict[str, Any]] = [{
+        "id": message.message_id,
+        "queue": work.state.queue.name,
+        "target": view.config.target_of(work.state.queue.config).name,
+        "age_seconds": round(max(0.0, now - message.received_at), 1),
+        "receive_count": message.receive_count,
+    } for work in list(view.in_flight) for message in work.messages]
+    rows.sort(key=lambda entry: -float(entry["age_seconds"]))
+    return rows
+
+
+class StatusServer:
+    """gevent pywsgi on `listen`; the socket is bound at construction so a busy port fails the start."""
+
+    def __init__(self, listen: str, view: DaemonView) -> None:
+        host, _, port = listen.rpartition(":")
+        self.view = view
+        self.started_at = time.monotonic()
+        self.exposition = build_exposition(view.registry, self.snapshot)
+        self.server = pywsgi.WSGIServer((host, int(port)), self.app, log=None, error_log=logger,
+                                        spawn=gevent.pool.Pool(MAX_CONNECTIONS))
+        try:
+            self.server.init_socket()
+        except OSError as error:
+            raise StartupError(f"status server cannot listen on {listen}: {error.strerror or error}") from None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> None:
+        self.server.start()
+        logger.info("status server listening on %s", self.url)
+
+    def stop(self) -> None:
+        self.server.stop(timeout=1)
+
+    def snapshot(self) -> dict[str, Any]:
+        return build_snapshot(self.view, self.started_at)
+
+    def app(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            return respond(start_response, "405 Method Not Allowed", "text/plain", b"GET only\n")
+        path = environ.get("PATH_INFO", "/")
+        if path == "/healthz":
+            healthy, reason = check_health(self.view)
+            status = "200 OK" if healthy else "503 Service Unavailable"
+            return respond(start_response, status, "text/plain; charset=utf-8", reason.encode() + b"\n")
+        if path == "/metrics":
+            return respond(start_response, "200 OK", CONTENT_TYPE_LATEST, self.exposition())
+        if path == "/status":
+            body = json.dumps(self.snapshot(), indent=1).encode()
+            return respond(start_response, "200 OK", "application/json", body)
+        if path in ("/", "/index.html"):
+            return respond(start_response, "200 OK", "text/html; charset=utf-8", render_page(self.snapshot()).encode())
+        return respond(start_response, "404 Not Found", "text/plain", b"not found: try /, /status, /metrics, /healthz\n")
+
+
+def respond(start_response: StartResponse, status: str, content_type: str, body: bytes) -> list[bytes]:
+    start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body))),
+                            ("Cache-Control", "no-store")])
+    return [body]
