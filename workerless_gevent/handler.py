@@ -7,11 +7,11 @@ import math
 import time
 from typing import Any
 
-from .aws import describe_error
+from .aws import AWS_ERRORS, describe_error
 from .heartbeat import Leases
 from .message import Message
 from .metrics import Registry
-from .sqs import AWS_ERRORS, SqsQueue
+from .sqs import SqsQueue
 from .targets import Outcome, Result
 
 logger = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ def load_config(path: str | None, env: Mapping[str, str], flags: Mapping[str, ob
     document = read_toml(path) if path else {}
     source = path or "command line"
     origins: dict[str, str] = {}
-    settings = [(option, env["WORKERLESS_" + option.upper()], "WORKERLESS_" + option.upper())
+    settings: list[tuple[str, object, str]] = [(option, env["WORKERLESS_" + option.upper()], "WORKERLESS_" + option.upper())
                 for option in OPTION_NAMES if "WORKERLESS_" + option.upper() in env]
     settings += [(option, value, "--" + option.replace("_", "-"))
                  for option, value in flags.items() if value is not None and value is not False]

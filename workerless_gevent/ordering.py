@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 
 class Weighted(Protocol):
@@ -13,7 +13,7 @@ class Weighted(Protocol):
 
 
 Q = TypeVar("Q", bound=Weighted)
-Strategy = Callable[[Sequence[Q], int, random.Random], list[Q]]
+Strategy = Callable[[Sequence[Any], int, random.Random], list[Any]]
 
 
 def by_priority(queues: Sequence[Q], tick: int, rng: random.Random) -> list[Q]:
@@ -41,7 +41,7 @@ def round_robin(queues: Sequence[Q], tick: int, rng: random.Random) -> list[Q]:
     return list(queues[start:]) + list(queues[:start])
 
 
-STRATEGIES: dict[str, Strategy] = {  # type: ignore[type-arg]
+STRATEGIES: dict[str, Strategy] = {
     "priority": by_priority,
     "weighted": by_weight,
     "random": at_random,

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import gevent
 import gevent.event
 
-from .aws import describe_error
+from .aws import AWS_ERRORS, describe_error
 from .message import Message
 from .ordering import Strategy
-from .sqs import AWS_ERRORS, SqsQueue
+from .sqs import SqsQueue
 
 logger = logging.getLogger(__name__)
 

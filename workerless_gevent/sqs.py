@@ -119,9 +119,9 @@ class SqsQueue:
     def _call(self, kind: str, chunk: list[BatchEntry]) -> dict[str, Any]:
         self.count(self.name, "SqsRequests")
         if kind == "delete":
-            entries = [{"Id": str(i), "ReceiptHandle": e.message.receipt_handle} for i, e in enumerate(chunk)]
-            return dict(self.sqs.delete_message_batch(QueueUrl=self.url, Entries=entries))
-        entries = [
+            handles = [{"Id": str(i), "ReceiptHandle": e.message.receipt_handle} for i, e in enumerate(chunk)]
+            return dict(self.sqs.delete_message_batch(QueueUrl=self.url, Entries=handles))
+        entries: list[dict[str, Any]] = [
             {"Id": str(i), "ReceiptHandle": e.message.receipt_handle, "VisibilityTimeout": e.visibility_timeout_seconds}
             for i, e in enumerate(chunk)
         ]

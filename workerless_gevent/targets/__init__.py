@@ -53,6 +53,7 @@ class Target(Protocol):
     name: str
     messages_per_delivery: int
     hard_deadline_seconds: float
+    pause: Pause
 
     def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
         """One outcome per message, in order; never raises for a failing target."""
