@@ -93,10 +93,3 @@ def describe_error(error: BaseException) -> str:
         return f"{detail.get('Code', 'ClientError')}: {detail.get('Message', '')}".strip()
     return f"{type(error).__name__}: {error}"
 
-
-def check_credentials(sqs: Any, queue_url: str) -> None:
-    """One cheap call at start so a bad credential or endpoint fails fast with one line."""
-    try:
-        sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
-    except AWS_ERRORS as error:
-        raise StartupError(describe_error(error)) from None

@@ -82,15 +82,15 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
 
 
 def run(config: Any) -> int:
-    from .aws import build_clients, check_credentials
+    from .aws import build_clients
     from .daemon import Daemon
     from .metrics import Registry
 
     configure_logging(config.log_format, config.log_level)
     try:
         clients = build_clients(config)
+        # Resolving every queue at construction doubles as the credentials and endpoint check.
         daemon = Daemon(config, clients, Registry(), random.Random())
-        check_credentials(clients.sqs, next(iter(daemon.parts.queues.values())).url)
     except StartupError as error:
         print(f"workerless: cannot start: {error}", file=sys.stderr)
         return ExitStatus.ERROR
@@ -103,6 +103,9 @@ def run(config: Any) -> int:
 
 def check(config: Any, online: bool) -> int:
     effective = asdict(config)
+    for target in effective["targets"].values():
+        if target.get("signing_secret"):
+            target["signing_secret"] = "(set, hidden)"
     print(json.dumps(effective, indent=2, default=str))
     if not online:
         return ExitStatus.OK

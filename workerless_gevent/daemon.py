@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import random
 import signal
 import time
+import urllib.parse
 
 import gevent
 import gevent.event
@@ -13,7 +15,7 @@ import gevent.pool
 
 from .aws import Clients
 from .cloudwatch import MetricsFlusher
-from .config import Config
+from .config import Config, HttpTargetConfig
 from .handler import Handler
 from .heartbeat import Leases
 from .metrics import Registry
@@ -164,8 +166,22 @@ class Daemon:
         logger.info("workerless started: queues=%s strategy=%s concurrency=%d targets=[%s]",
                     ",".join(f"{q.name}:{q.weight}" for q in config.queues), config.polling.strategy,
                     config.concurrency, targets)
+        for target in config.targets.values():
+            if isinstance(target, HttpTargetConfig) and not target.signing_secret and not is_loopback(target.url):
+                logger.warning("target=%s posts to %s, which is not on loopback, without signing: "
+                               "set signing_secret_env so the app can verify deliveries", target.name, target.url)
 
     def log_stop(self, seconds: float) -> None:
         total = self.registry.total
         logger.info("workerless stopped: delivered=%d failed=%d received=%d seconds=%.1f",
                     total("Succeeded"), total("Failed"), total("Received"), seconds)
+
+
+def is_loopback(url: str) -> bool:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .config import Config, build_config
+from .config import Config, HttpTargetConfig, build_config
 from .errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -49,7 +49,20 @@ def load_config(path: str | None, env: Mapping[str, str], flags: Mapping[str, ob
     settings.sort(key=lambda setting: setting[0] != "queues")
     for option, value, origin in settings:
         apply_option(document, option, value, origin, origins)
-    return build_config(document, source, origins)
+    return resolve_secrets(build_config(document, source, origins), env)
+
+
+def resolve_secrets(config: Config, env: Mapping[str, str]) -> Config:
+    """Secrets live in the environment, named by the config, and are read once here."""
+    targets = dict(config.targets)
+    for name, target in config.targets.items():
+        if isinstance(target, HttpTargetConfig) and target.signing_secret_env:
+            secret = env.get(target.signing_secret_env, "")
+            if not secret:
+                raise ConfigError(config.source, f"targets.{name}.signing_secret_env",
+                                  "names an environment variable that is not set or empty", target.signing_secret_env)
+            targets[name] = dataclasses.replace(target, signing_secret=secret)
+    return dataclasses.replace(config, targets=targets)
 
 
 def read_toml(path: str) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import email.utils
+import hashlib
+import hmac
 import logging
 import re
 import time
@@ -51,8 +53,11 @@ class HttpTarget:
         try:
             # Read timeouts are per read: a server trickling bytes is only stopped by this deadline.
             with gevent.Timeout(self.hard_deadline_seconds, False):
-                response = self.client.request("POST", path, body=message.body.encode("utf-8"),
-                                               headers=build_headers(queue.name, message, self.config.content_type))
+                body = message.body.encode("utf-8")
+                headers = build_headers(queue.name, message, self.config.content_type)
+                if self.config.signing_secret:
+                    headers.update(sign(self.config.signing_secret, body, int(time.time())))
+                response = self.client.request("POST", path, body=body, headers=headers)
                 try:
                     response.read()
                 finally:
@@ -103,6 +108,12 @@ def build_headers(queue_name: str, message: Message, content_type: str) -> dict[
     if path is not None:
         headers["X-Aws-Sqsd-Path"] = header_safe(path)
     return headers
+
+
+def sign(secret: str, body: bytes, timestamp: int) -> dict[str, str]:
+    """HMAC-SHA256 over "<timestamp>.<body>", so the app can reject forged or replayed POSTs."""
+    digest = hmac.new(secret.encode("utf-8"), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return {"X-Workerless-Timestamp": str(timestamp), "X-Workerless-Signature": f"v1={digest}"}
 
 
 def header_safe(value: str) -> str:
