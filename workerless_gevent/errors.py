@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 
 
 class ExitStatus(enum.IntEnum):
@@ -36,7 +37,7 @@ class StartupError(Exception):
 def format_value(value: object) -> str:
     """Echo a bad value the way TOML would spell it, so users can find it."""
     if isinstance(value, str):
-        return '"' + value.replace('"', '\\"') + '"'
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):

@@ -113,7 +113,7 @@ def dead_letter_attributes(source: str, message: Message, outcome: Outcome) -> d
     ours = {
         "workerless.source_queue": source,
         "workerless.receive_count": str(message.receive_count),
-        "workerless.error": (f"{outcome.error_type}: {outcome.error}")[:1000] or "failure",
+        "workerless.error": ": ".join(part for part in (outcome.error_type, outcome.error) if part)[:1000] or "failure",
     }
     for name, text in ours.items():
         if len(attributes) >= MAX_MESSAGE_ATTRIBUTES:

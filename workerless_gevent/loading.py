@@ -81,26 +81,38 @@ def apply_option(document: dict[str, Any], option: str, value: object, origin: s
     """Set one env/flag value in the document, remembering where it came from for errors."""
     if option == "queues":
         document["queues"] = parse_queue_spec(str(value), origin)
-        document.setdefault("polling", {})["strategy"] = strategy_for_spec(document["queues"])
-        origins["polling.strategy"] = origin
+        polling = subtable(document, "polling")
+        if polling is not None:
+            polling["strategy"] = strategy_for_spec(document["queues"])
+            origins["polling.strategy"] = origin
         for index in range(len(document["queues"])):
             origins[f"queues[{index}]"] = origin
             for key in ("name", "weight", "target"):
                 origins[f"queues[{index}].{key}"] = origin
         return
     if option in ("function", "http"):
-        document.setdefault("targets", {})["default"] = (
+        targets = subtable(document, "targets")
+        if targets is None:
+            return
+        targets["default"] = (
             {"type": "lambda", "function": str(value)} if option == "function" else {"type": "http", "url": str(value)}
         )
         for key in ("type", "function", "url"):
             origins[f"targets.default.{key}"] = origin
         return
     path, kind = SCALAR_OPTIONS[option]
-    table = document
+    table: dict[str, Any] | None = document
     for part in path[:-1]:
-        table = table.setdefault(part, {})
+        table = subtable(table, part) if table is not None else None
+    if table is None:
+        return  # the TOML has a non-table there; validation reports it
     table[path[-1]] = coerce(value, kind)
     origins[".".join(path)] = origin
+
+
+def subtable(document: dict[str, Any], name: str) -> dict[str, Any] | None:
+    table = document.setdefault(name, {})
+    return table if isinstance(table, dict) else None
 
 
 def coerce(value: object, kind: type) -> object:

@@ -16,12 +16,15 @@ from dataclasses import dataclass, field
 import gevent
 import gevent.event
 
-from .aws import AWS_ERRORS, describe_error
+from .aws import AWS_ERRORS, describe_error, error_code
 from .message import Message
 from .ordering import Strategy
 from .sqs import SqsQueue
 
 logger = logging.getLogger(__name__)
+
+CREDENTIAL_CODES = ("SignatureDoesNotMatch", "InvalidClientTokenId", "RequestExpired", "InvalidSignatureException",
+                    "AccessDenied", "AccessDeniedException", "ExpiredToken", "UnrecognizedClientException")
 
 Admit = Callable[[SqsQueue, list[Message]], list[Message]]
 
@@ -174,9 +177,14 @@ class Poller:
         # Full jitter between 1 s and a cap that doubles up to 30 s: a dead endpoint is never hot-looped.
         state.failures += 1
         seconds = self.rng.uniform(1.0, min(30.0, 2.0 ** min(state.failures, 5)))
-        log = logger.warning if state.failures == 1 else logger.debug
-        log("queue=%s receive failed (%d in a row), retrying in %.1fs: %s",
-            state.queue.name, state.failures, seconds, describe_error(error))
+        if state.failures == 1 and error_code(error).endswith(CREDENTIAL_CODES):
+            logger.error("queue=%s receive refused: %s. Check the credentials, and the clock: SQS rejects "
+                         "requests signed more than 5 minutes off. Retrying in %.1fs",
+                         state.queue.name, describe_error(error), seconds)
+        else:
+            log = logger.warning if state.failures == 1 else logger.debug
+            log("queue=%s receive failed (%d in a row), retrying in %.1fs: %s",
+                state.queue.name, state.failures, seconds, describe_error(error))
         self.stopping.wait(seconds)
 
 

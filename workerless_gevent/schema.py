@@ -96,5 +96,9 @@ class Table:
 
 def _range_text(kind: str, low: float, high: float | None) -> str:
     if high is None:
-        return f"must be {kind} >= {low:g}"
-    return f"must be {kind} from {low:g} to {high:g}"
+        return f"must be {kind} >= {_number_text(low)}"
+    return f"must be {kind} from {_number_text(low)} to {_number_text(high)}"
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"

@@ -37,16 +37,7 @@ FIFO_NAME_81 = "f" * 76 + ".fifo"  # SQS counts the suffix in its 80-character l
 
 # Cases whose expected line is right but the package prints something else: id -> reason.
 # Both suites mark these `xfail(strict=True)`; drop an entry once the package is fixed.
-KNOWN_BUGS: dict[str, str] = {
-    "retention-period-too-low": "BUG: schema._range_text formats 1209600 with :g as 1.2096e+06",
-    "retention-period-too-high": "BUG: schema._range_text formats 1209600 with :g as 1.2096e+06",
-    "name-with-newline": "BUG: errors.format_value does not escape control characters, so the error is two lines",
-    "fifo-queue-name-too-long": "BUG: config.QUEUE_NAME allows 80 characters plus .fifo; SQS counts .fifo in the 80",
-    "status-listen-port-out-of-range": "BUG: config._status_listen accepts any 1-5 digit port, e.g. 65536",
-    "http-url-port-out-of-range": "BUG: config._target accepts port 65536; HttpTarget() then raises ValueError",
-    "http-url-port-not-a-number": "BUG: config._target accepts a non-numeric port; HttpTarget() then raises ValueError",
-    "dead-letter-queue-name-invalid": "BUG: config._queue never checks dead_letter_queue against QUEUE_NAME",
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 BAD_CONFIGS: list[tuple[str, str, str]] = [
     # --- top level ---------------------------------------------------------------------------
@@ -124,6 +115,8 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
      '{path}: queues[0].name: must be 1-80 letters, digits, - or _ (plus .fifo) (got "pay ments")'),
     ("queue-name-too-long", f'[[queues]]\nname = "{LONG_NAME}"\n\n' + TARGET,
      f'{{path}}: queues[0].name: must be 1-80 letters, digits, - or _ (plus .fifo) (got "{LONG_NAME}")'),
+    ("queue-name-trailing-newline", '[[queues]]\nname = "payments\\n"\n\n' + TARGET,
+     '{path}: queues[0].name: must be 1-80 letters, digits, - or _ (plus .fifo) (got "payments\\n")'),
     ("queue-url-invalid", '[[queues]]\nurl = "sqs://payments"\n\n' + TARGET,
      '{path}: queues[0].url: must be an http(s) queue URL (got "sqs://payments")'),
     ("weight-string-second-queue", two_queues_text(second='weight = "5"\n'),

@@ -80,7 +80,6 @@ def test_format_value_spells_values_as_toml(value: object, shown: str) -> None:
     assert format_value(value) == shown
 
 
-@pytest.mark.xfail(reason="BUG: errors.format_value does not escape backslashes or control characters", strict=True)
 @pytest.mark.parametrize(
     ("value", "shown"),
     [

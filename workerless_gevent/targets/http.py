@@ -20,8 +20,8 @@ from . import Outcome, Pause, QueueInfo, Result
 
 logger = logging.getLogger(__name__)
 
-HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-PRINTABLE_ASCII = re.compile(r"^[\x20-\x7e]*$")
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]*")
 PATH_ATTRIBUTE = "beanstalk.sqsd.path"
 
 
@@ -97,7 +97,7 @@ def build_headers(queue_name: str, message: Message, content_type: str) -> dict[
     }
     for name in message.message_attributes:
         value = message.string_attribute(name)
-        if value is None or not HEADER_NAME.match(name):
+        if value is None or not HEADER_NAME.fullmatch(name):
             continue  # Binary attributes are dropped, as aws-sqsd does; so are names no header can carry
         headers[f"X-Aws-Sqsd-Attr-{name}"] = header_safe(value)
     task = message.string_attribute("beanstalk.sqsd.task_name")
@@ -118,7 +118,7 @@ def sign(secret: str, body: bytes, timestamp: int) -> dict[str, str]:
 
 def header_safe(value: str) -> str:
     """Values a header cannot carry (non-ASCII, control characters) are percent-encoded."""
-    return value if PRINTABLE_ASCII.match(value) else urllib.parse.quote(value, safe=" !#$&'()*+,/:;=?@[]~")
+    return value if PRINTABLE_ASCII.fullmatch(value) else urllib.parse.quote(value, safe=" !#$&'()*+,/:;=?@[]~")
 
 
 def parse_retry_after(value: str) -> float | None:

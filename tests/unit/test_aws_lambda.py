@@ -1,0 +1,272 @@
+"""targets/aws_lambda.py: Lambda's SQS event shape, its batch-response rules, and the 6 MB limit."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from typing import Any
+
+import botocore.exceptions
+import pytest
+
+from tests.unit.sqs_messages import (
+    FIRST_RECEIVED_MS,
+    SENDER_ID,
+    SENT_MS,
+    binary_attribute,
+    make_message,
+    string_attribute,
+)
+from workerless_gevent.config import LambdaTargetConfig
+from workerless_gevent.targets import SUCCESS, Outcome, QueueInfo, Result
+from workerless_gevent.targets.aws_lambda import (
+    MAX_PAYLOAD_BYTES,
+    LambdaTarget,
+    build_record,
+    judge_response,
+    split_by_size,
+)
+
+ARN = "arn:aws:sqs:us-east-2:123456789012:payments"
+QUEUE = QueueInfo(name="payments", arn=ARN, region="us-east-2", is_fifo=False)
+FIFO_QUEUE = QueueInfo(name="payments.fifo", arn=ARN + ".fifo", region="us-east-2", is_fifo=True)
+LAMBDA_LIMIT_BYTES = 6 * 1024 * 1024
+MIB = 1024 * 1024
+
+
+def records(count: int, queue: QueueInfo = QUEUE) -> list[dict[str, Any]]:
+    return [build_record(queue, make_message(queue.name, message_id=f"m{i}")) for i in range(count)]
+
+
+def payload_bytes(chunk: list[dict[str, Any]]) -> int:
+    return len(json.dumps({"Records": chunk}).encode("utf-8"))
+
+
+def test_record_has_exactly_lambdas_shape() -> None:
+    message = make_message(message_id="059f36b4", body='{"foo": 2}', receive_count=2,
+                           message_attributes={"req-id": string_attribute("24479a02")})
+    assert build_record(QUEUE, message) == {
+        "messageId": "059f36b4",
+        "receiptHandle": "AQEB059f36b4handle==",
+        "body": '{"foo": 2}',
+        "attributes": {
+            "ApproximateReceiveCount": "2",
+            "SentTimestamp": SENT_MS,
+            "SenderId": SENDER_ID,
+            "ApproximateFirstReceiveTimestamp": FIRST_RECEIVED_MS,
+        },
+        "messageAttributes": {
+            "req-id": {"stringValue": "24479a02", "stringListValues": [], "binaryListValues": [], "dataType": "String"},
+        },
+        "md5OfBody": message.md5_of_body,
+        "eventSource": "aws:sqs",
+        "eventSourceARN": ARN,
+        "awsRegion": "us-east-2",
+    }
+
+
+def test_record_is_json_serializable_with_binary_attributes() -> None:
+    message = make_message(message_attributes={"blob": binary_attribute(b"\x00\xffdata")})
+    record = build_record(QUEUE, message)
+    assert json.loads(json.dumps(record)) == record
+
+
+def test_message_attributes_in_camel_case_with_base64() -> None:
+    message = make_message(message_attributes={
+        "color": string_attribute("red"),
+        "size": string_attribute("3.5", "Number"),
+        "count": string_attribute("7", "Number.int"),
+        "blob": binary_attribute(b"1100"),
+        "lists": {"StringListValues": ["abc", "123"], "BinaryListValues": [b"0", b"1"], "DataType": "Binary"},
+    })
+    assert build_record(QUEUE, message)["messageAttributes"] == {
+        "color": {"stringValue": "red", "stringListValues": [], "binaryListValues": [], "dataType": "String"},
+        "size": {"stringValue": "3.5", "stringListValues": [], "binaryListValues": [], "dataType": "Number"},
+        "count": {"stringValue": "7", "stringListValues": [], "binaryListValues": [], "dataType": "Number.int"},
+        "blob": {"binaryValue": "MTEwMA==", "stringListValues": [], "binaryListValues": [], "dataType": "Binary"},
+        "lists": {"stringListValues": ["abc", "123"], "binaryListValues": ["MA==", "MQ=="], "dataType": "Binary"},
+    }
+
+
+def test_binary_value_round_trips_through_base64() -> None:
+    rng = random.Random(7)
+    data = bytes(rng.randrange(256) for _ in range(300))
+    record = build_record(QUEUE, make_message(message_attributes={"blob": binary_attribute(data)}))
+    assert base64.b64decode(record["messageAttributes"]["blob"]["binaryValue"]) == data
+
+
+def test_no_message_attributes_give_an_empty_object() -> None:
+    assert build_record(QUEUE, make_message())["messageAttributes"] == {}
+
+
+def test_fifo_record_attributes() -> None:
+    fifo = {"SequenceNumber": "18849496460467696128", "MessageGroupId": "customer-7",
+            "MessageDeduplicationId": "dedupe-1"}
+    record = build_record(FIFO_QUEUE, make_message(FIFO_QUEUE.name, attributes=fifo))
+    assert record["attributes"] == {
+        "ApproximateReceiveCount": "1",
+        "SentTimestamp": SENT_MS,
+        "SenderId": SENDER_ID,
+        "ApproximateFirstReceiveTimestamp": FIRST_RECEIVED_MS,
+        **fifo,
+    }
+    assert record["eventSourceARN"] == ARN + ".fifo"
+
+
+def test_standard_record_attributes_are_the_four_lambda_sends() -> None:
+    record = build_record(QUEUE, make_message())
+    assert list(record["attributes"]) == [
+        "ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp"]
+
+
+def test_trace_header_is_passed_on_like_lambda_does() -> None:
+    record = build_record(QUEUE, make_message(attributes={"AWSTraceHeader": "Root=1-5759e988-bd862e3fe1be46a994272793"}))
+    assert record["attributes"]["AWSTraceHeader"] == "Root=1-5759e988-bd862e3fe1be46a994272793"
+
+
+# --- judge_response: Lambda's ReportBatchItemFailures rules -------------------------------------
+
+FAILED = Outcome.failure("BatchItemFailure", "the function reported this record as failed")
+
+
+def failures(*ids: object) -> bytes:
+    return json.dumps({"batchItemFailures": [{"itemIdentifier": item} for item in ids]}).encode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"", id="empty-body"),
+        pytest.param(b"  \n", id="blank-body"),
+        pytest.param(b"null", id="null"),
+        pytest.param(b"{}", id="empty-object"),
+        pytest.param(b'{"batchItemFailures": []}', id="empty-list"),
+        pytest.param(b'{"batchItemFailures": null}', id="null-list"),
+        pytest.param(b'{"statusCode": 200, "body": "ok"}', id="other-keys"),
+        pytest.param(b'"done"', id="json-string"),
+    ],
+)
+def test_full_success(body: bytes) -> None:
+    assert judge_response(body, records(3), is_fifo=False) == [SUCCESS] * 3
+
+
+def test_listed_ids_fail_only_those() -> None:
+    assert judge_response(failures("m1", "m3"), records(4), is_fifo=False) == [SUCCESS, FAILED, SUCCESS, FAILED]
+
+
+def test_repeated_id_fails_once() -> None:
+    assert judge_response(failures("m0", "m0"), records(2), is_fifo=False) == [FAILED, SUCCESS]
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        pytest.param(failures("m1", "nope"), "batchItemFailures names an unknown or empty itemIdentifier ('nope')",
+                     id="unknown-id"),
+        pytest.param(failures(""), "batchItemFailures names an unknown or empty itemIdentifier ('')", id="empty-id"),
+        pytest.param(failures(None), "batchItemFailures names an unknown or empty itemIdentifier (None)", id="null-id"),
+        pytest.param(failures(1), "batchItemFailures names an unknown or empty itemIdentifier (1)", id="number-id"),
+        pytest.param(b'{"batchItemFailures": [{"itemId": "m1"}]}',
+                     "batchItemFailures names an unknown or empty itemIdentifier (None)", id="wrong-key-name"),
+        pytest.param(b'{"batchItemFailures": ["m1"]}',
+                     "batchItemFailures names an unknown or empty itemIdentifier (None)", id="bare-string-item"),
+        pytest.param(b'{"batchItemFailures": [{"itemIdentifier": "m1"},',
+                     "the function's response is not valid JSON", id="invalid-json"),
+        pytest.param(b"\xff\xfe", "the function's response is not valid JSON", id="not-utf8"),
+    ],
+)
+def test_bad_responses_fail_the_whole_batch(body: bytes, problem: str) -> None:
+    assert judge_response(body, records(3), is_fifo=False) == [Outcome.failure("InvalidResponse", problem)] * 3
+
+
+def test_fifo_fails_everything_after_the_first_failure() -> None:
+    outcomes = judge_response(failures("m2"), records(5, FIFO_QUEUE), is_fifo=True)
+    assert outcomes == [SUCCESS, SUCCESS, FAILED, FAILED, FAILED]
+
+
+def test_fifo_uses_the_earliest_failure_whatever_the_listed_order() -> None:
+    outcomes = judge_response(failures("m3", "m1"), records(5, FIFO_QUEUE), is_fifo=True)
+    assert outcomes == [SUCCESS, FAILED, FAILED, FAILED, FAILED]
+
+
+def test_fifo_full_success_and_whole_batch_failure() -> None:
+    assert judge_response(b"{}", records(3, FIFO_QUEUE), is_fifo=True) == [SUCCESS] * 3
+    outcomes = judge_response(failures("nope"), records(3, FIFO_QUEUE), is_fifo=True)
+    assert [outcome.result for outcome in outcomes] == [Result.FAILURE] * 3
+
+
+# --- split_by_size: Lambda's 6 MB synchronous payload limit --------------------------------------
+
+def big_records(sizes: list[int]) -> list[dict[str, Any]]:
+    return [build_record(QUEUE, make_message(message_id=f"m{i}", body="x" * size)) for i, size in enumerate(sizes)]
+
+
+def test_small_batch_is_one_invocation() -> None:
+    chunk = records(10)
+    assert split_by_size(chunk) == [chunk]
+
+
+def test_ten_one_mib_bodies_split_under_the_limit() -> None:
+    batch = big_records([MIB] * 10)
+    chunks = split_by_size(batch)
+    assert [record for chunk in chunks for record in chunk] == batch
+    assert len(chunks) == 2
+    assert all(payload_bytes(chunk) < LAMBDA_LIMIT_BYTES for chunk in chunks)
+
+
+def test_single_oversized_record_is_never_split_further() -> None:
+    batch = big_records([7 * MIB])
+    assert split_by_size(batch) == [batch]
+
+
+def test_oversized_record_among_small_ones_stands_alone() -> None:
+    batch = big_records([10, 7 * MIB, 10, 10])
+    chunks = split_by_size(batch)
+    assert [record for chunk in chunks for record in chunk] == batch
+    assert all(chunk for chunk in chunks)
+    assert [len(chunk) for chunk in chunks if payload_bytes(chunk) >= LAMBDA_LIMIT_BYTES] == [1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_batches_keep_order_and_stay_under_the_limit(seed: int) -> None:
+    rng = random.Random(seed)
+    batch = big_records([rng.randrange(MIB // 2, int(1.2 * MIB)) for _ in range(10)])
+    chunks = split_by_size(batch)
+    assert [record for chunk in chunks for record in chunk] == batch
+    assert all(chunk for chunk in chunks)
+    assert all(payload_bytes(chunk) <= MAX_PAYLOAD_BYTES < LAMBDA_LIMIT_BYTES for chunk in chunks)
+
+
+def test_non_ascii_bodies_are_measured_as_sent() -> None:
+    # json.dumps escapes "é" to 6 bytes, so 300 Ki characters weigh ~1.8 MB each
+    batch = big_records([0] * 4)
+    for record in batch:
+        record["body"] = "é" * (300 * 1024)
+    chunks = split_by_size(batch)
+    assert len(chunks) > 1
+    assert all(payload_bytes(chunk) < LAMBDA_LIMIT_BYTES for chunk in chunks)
+
+
+# --- throttles are retries that pause the target -------------------------------------------------
+
+def client_error(code: str) -> botocore.exceptions.ClientError:
+    return botocore.exceptions.ClientError({"Error": {"Code": code, "Message": "slow down"}}, "Invoke")
+
+
+def test_throttle_is_a_jittered_retry_that_pauses_the_target() -> None:
+    target = LambdaTarget(LambdaTargetConfig(name="billing", function="billing-fn"), None, random.Random(3))
+    first = target.judge_error(client_error("TooManyRequestsException"))
+    assert (first.result, first.error_type, first.error) == (Result.RETRY, "Throttled",
+                                                           "TooManyRequestsException: slow down")
+    assert first.retry_after_seconds is not None and 1.0 <= first.retry_after_seconds <= 2.0
+    assert target.pause.remaining_seconds() == pytest.approx(first.retry_after_seconds, abs=0.5)
+    second = target.judge_error(client_error("TooManyRequestsException"))
+    assert second.retry_after_seconds is not None and 2.0 <= second.retry_after_seconds <= 4.0
+
+
+def test_other_invoke_errors_are_failures() -> None:
+    target = LambdaTarget(LambdaTargetConfig(name="billing", function="billing-fn"), None, random.Random(3))
+    outcome = target.judge_error(client_error("ResourceNotFoundException"))
+    assert outcome == Outcome.failure("ResourceNotFoundException", "ResourceNotFoundException: slow down")
+    assert target.pause.remaining_seconds() <= 0

@@ -1,0 +1,111 @@
+"""handler.py pure parts: retry backoff and dead-letter attributes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.sqs_messages import binary_attribute, make_message, string_attribute
+from workerless_gevent.config import QueueConfig
+from workerless_gevent.handler import MAX_VISIBILITY_SECONDS, dead_letter_attributes, retry_delay_seconds
+from workerless_gevent.sqs import SqsQueue
+from workerless_gevent.targets import Outcome, Result
+
+FAILURE = Outcome.failure("HTTP 500", "the app answered HTTP 500")
+
+
+def queue(**fields: Any) -> SqsQueue:
+    return SqsQueue(None, QueueConfig(name="payments", **fields), "url", "arn", lambda q, n: None)
+
+
+def test_cap_is_sqs_maximum_visibility() -> None:
+    assert MAX_VISIBILITY_SECONDS == 43200
+
+
+@pytest.mark.parametrize("receives", [1, 2, 5, 30])
+def test_constant_backoff_is_the_error_visibility_timeout(receives: int) -> None:
+    payments = queue(error_visibility_timeout=7, backoff="constant")
+    assert retry_delay_seconds(payments, make_message(receive_count=receives)) == 7
+
+
+@pytest.mark.parametrize(
+    ("receives", "seconds"),
+    [(1, 2), (2, 4), (3, 8), (4, 16), (10, 1024), (15, 32768), (16, 43200), (21, 43200), (1000, 43200)],
+)
+def test_exponential_backoff_doubles_per_receive_and_is_capped(receives: int, seconds: int) -> None:
+    payments = queue(error_visibility_timeout=2, backoff="exponential")
+    assert retry_delay_seconds(payments, make_message(receive_count=receives)) == seconds
+
+
+def test_exponential_backoff_of_zero_stays_zero() -> None:
+    payments = queue(error_visibility_timeout=0, backoff="exponential")
+    assert retry_delay_seconds(payments, make_message(receive_count=9)) == 0
+
+
+def test_large_constant_timeout_is_kept() -> None:
+    payments = queue(error_visibility_timeout=43200, backoff="constant")
+    assert retry_delay_seconds(payments, make_message(receive_count=3)) == 43200
+
+
+def test_exponential_backoff_never_exceeds_the_cap() -> None:
+    for base in (1, 3, 600, 43200):
+        payments = queue(error_visibility_timeout=base, backoff="exponential")
+        delays = [retry_delay_seconds(payments, make_message(receive_count=n)) for n in range(1, 60)]
+        assert delays == sorted(delays)
+        assert max(delays) <= MAX_VISIBILITY_SECONDS
+        assert delays[0] == base
+
+
+def test_dead_letter_attributes_keep_originals_and_add_ours() -> None:
+    message = make_message(receive_count=10, message_attributes={
+        "color": string_attribute("red"),
+        "size": string_attribute("3.5", "Number"),
+        "blob": binary_attribute(b"\x00\x01"),
+    })
+    assert dead_letter_attributes("payments", message, FAILURE) == {
+        "color": {"DataType": "String", "StringValue": "red"},
+        "size": {"DataType": "Number", "StringValue": "3.5"},
+        "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
+        "workerless.source_queue": {"DataType": "String", "StringValue": "payments"},
+        "workerless.receive_count": {"DataType": "Number", "StringValue": "10"},
+        "workerless.error": {"DataType": "String", "StringValue": "HTTP 500: the app answered HTTP 500"},
+    }
+
+
+def test_dead_letter_attributes_drop_list_values_sqs_cannot_send() -> None:
+    message = make_message(message_attributes={
+        "color": {"StringValue": "red", "StringListValues": [], "BinaryListValues": [], "DataType": "String"},
+    })
+    assert dead_letter_attributes("payments", message, FAILURE)["color"] == {"DataType": "String", "StringValue": "red"}
+
+
+@pytest.mark.parametrize(
+    ("originals", "ours"),
+    [
+        (0, ["workerless.source_queue", "workerless.receive_count", "workerless.error"]),
+        (7, ["workerless.source_queue", "workerless.receive_count", "workerless.error"]),
+        (8, ["workerless.source_queue", "workerless.receive_count"]),
+        (9, ["workerless.source_queue"]),
+        (10, []),
+    ],
+)
+def test_dead_letter_attributes_stay_within_ten(originals: int, ours: list[str]) -> None:
+    attributes = {f"a{i}": string_attribute(str(i)) for i in range(originals)}
+    result = dead_letter_attributes("payments", make_message(message_attributes=attributes), FAILURE)
+    assert len(result) <= 10
+    assert [name for name in result if name.startswith("workerless.")] == ours
+    assert all(result[f"a{i}"] == {"DataType": "String", "StringValue": str(i)} for i in range(originals))
+
+
+def test_dead_letter_error_is_truncated_to_1000_characters() -> None:
+    outcome = Outcome.failure("FunctionError:Unhandled", "x" * 5000)
+    text = dead_letter_attributes("payments", make_message(), outcome)["workerless.error"]["StringValue"]
+    assert len(text) == 1000
+    assert text.startswith("FunctionError:Unhandled: xxx")
+
+
+def test_dead_letter_error_without_details_says_failure() -> None:
+    outcome = Outcome(Result.FAILURE)
+    text = dead_letter_attributes("payments", make_message(), outcome)["workerless.error"]["StringValue"]
+    assert text == "failure"
