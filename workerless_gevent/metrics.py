@@ -89,7 +89,8 @@ class Registry:
         self.window.distributions[(name, queue)][round_significant(milliseconds)] += 1
         histogram = self.histograms.get((name, queue))
         if histogram is None:
-            histogram = self.histograms[(name, queue)] = Histogram(BUCKETS_SECONDS.get(name, BUCKETS_SECONDS["DeliveryTime"]))
+            bounds = BUCKETS_SECONDS.get(name, BUCKETS_SECONDS["DeliveryTime"])
+            histogram = self.histograms[(name, queue)] = Histogram(bounds)
         histogram.add(milliseconds / 1000)
 
     def set_gauge(self, queue: str, name: str, value: float) -> None:

@@ -51,7 +51,8 @@ class RegistryCollector:
     def collect(self) -> Iterator[Metric]:
         status = self.snapshot()
         queues = [queue["name"] for queue in status["queues"]]
-        yield from self.counters(queues)
+        # Dead-letter queues appear in the registry only, through the requests made to them.
+        yield from self.counters(list(dict.fromkeys(queues + self.registry.queue_names())))
         yield from self.histograms(queues)
         yield from queue_gauges(status)
         failures = CounterMetricFamily("workerless_failures", "Failed deliveries by failure type.", labels=["type"])
@@ -68,7 +69,8 @@ class RegistryCollector:
 
     def counters(self, queues: list[str]) -> Iterator[Metric]:
         for name in COUNTERS:
-            family = CounterMetricFamily(f"workerless_{snake_case(name)}", COUNTER_HELP.get(name, name), labels=["queue"])
+            family = CounterMetricFamily(f"workerless_{snake_case(name)}", COUNTER_HELP.get(name, name),
+                                         labels=["queue"])
             for queue in queues:
                 family.add_metric([queue], self.registry.totals[(name, queue)])
             yield family

@@ -11,7 +11,6 @@ from typing import Any, Protocol
 import gevent.event
 import gevent.pool
 from gevent import pywsgi
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import __version__
 from .config import Config
@@ -26,6 +25,8 @@ logger = logging.getLogger(__name__)
 MAX_CONNECTIONS = 20  # an operator's browser and a scraper, not a public service
 MAX_LISTED_MESSAGES = 500  # keeps /status and the page small at high concurrency
 StartResponse = Callable[..., Any]
+# The classic text format, which every Prometheus version scrapes (the library defaults to 1.0.0).
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class DaemonView(Protocol):
@@ -147,13 +148,13 @@ class StatusServer:
             status = "200 OK" if healthy else "503 Service Unavailable"
             return respond(start_response, status, "text/plain; charset=utf-8", reason.encode() + b"\n")
         if path == "/metrics":
-            return respond(start_response, "200 OK", CONTENT_TYPE_LATEST, self.exposition())
+            return respond(start_response, "200 OK", METRICS_CONTENT_TYPE, self.exposition())
         if path == "/status":
             body = json.dumps(self.snapshot(), indent=1).encode()
             return respond(start_response, "200 OK", "application/json", body)
         if path in ("/", "/index.html"):
             return respond(start_response, "200 OK", "text/html; charset=utf-8", render_page(self.snapshot()).encode())
-        return respond(start_response, "404 Not Found", "text/plain", b"not found: try /, /status, /metrics, /healthz\n")
+        return respond(start_response, "404 Not Found", "text/plain", b"try /, /status, /metrics or /healthz\n")
 
 
 def respond(start_response: StartResponse, status: str, content_type: str, body: bytes) -> list[bytes]:

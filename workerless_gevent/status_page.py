@@ -42,11 +42,12 @@ def render_page(status: dict[str, Any]) -> str:
 <title>{escape(title)}</title><style>{STYLE}</style></head>
 <body><header><h1>{escape(title)}</h1>
 <span class="badge {badge}" id="health">{escape(status["health"])}</span>
-<span class="meta">v{escape(status["version"])} · up {status["uptime_seconds"]:.0f}s · strategy {escape(status["strategy"])}
- · in flight {status["in_flight_count"]}/{status["concurrency"]}</span></header>
+<span class="meta">v{escape(status["version"])} · up {status["uptime_seconds"]:.0f}s
+ · strategy {escape(status["strategy"])} · in flight {status["in_flight_count"]}/{status["concurrency"]}</span></header>
 <main><div class="cards">{render_cards(status["totals"])}</div>
 <section id="queues"><h2>Queues</h2>{render_queues(status["queues"])}</section>
-<section id="in-flight"><h2>In flight ({status["in_flight_count"]})</h2>{render_in_flight(status["in_flight"])}</section>
+<section id="in-flight"><h2>In flight ({status["in_flight_count"]})</h2>
+{render_in_flight(status["in_flight"])}</section>
 <section id="failures"><h2>Failures by type</h2>{render_failures(status["failures"])}</section></main>
 <footer>Refreshes every {REFRESH_SECONDS}s · <a href="/status">/status</a> (JSON) ·
 <a href="/metrics">/metrics</a> (Prometheus) · <a href="/healthz">/healthz</a></footer>

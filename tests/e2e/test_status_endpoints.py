@@ -1,0 +1,170 @@
+"""The status server of the real daemon: /metrics, /status and /healthz, with SQS going up and down."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support import Daemon, HttpApp, Queue, wait_until, write_config
+from tests.support.tcp_proxy import TcpProxy
+
+
+def status_config(tmp_path: Path, app: HttpApp, queues: list[Queue], **top: Any) -> Path:
+    settings = "".join(f"{key} = {value}\n" for key, value in top.items())
+    listed = "".join(f'[[queues]]\nname = "{queue.name}"\nerror_visibility_timeout = 600\n\n' for queue in queues)
+    return write_config(tmp_path, f"""
+concurrency = 4
+{settings}
+[status]
+listen = "127.0.0.1:0"
+
+[metrics]
+interval = 1
+
+[polling]
+poll_for = 1
+
+{listed}[targets.default]
+type = "http"
+url = "{app.url}/work"
+""")
+
+
+def status_url(proc: Daemon) -> str:
+    """The port was 0: the daemon logs the one it got."""
+    log = proc.wait_for_output("status server listening on", timeout=20)
+    match = re.search(r"status server listening on (http://127\.0\.0\.1:\d+)", log)
+    assert match, log
+    return match.group(1)
+
+
+def get(url: str) -> tuple[int, str, str]:
+    """(status, content type, body) without raising for 4xx/5xx."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["Content-Type"], error.read().decode()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a Prometheus text page, keyed by name and sorted labels."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_metrics_and_status_describe_the_deliveries(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    first, second = make_queue(), make_queue()
+    http_app.respond = lambda request: (500, {}, b"no") if request.body == b"fail" else (200, {}, b"")
+    proc = daemon(["-c", str(status_config(tmp_path, http_app, [first, second]))], env=aws_env)
+    url = status_url(proc)
+    for i in range(3):
+        sqs.send_message(QueueUrl=first.url, MessageBody=f"a{i}")
+    for body in ("b0", "fail"):
+        sqs.send_message(QueueUrl=second.url, MessageBody=body)
+    http_app.wait_for_requests(5, timeout=20)
+    wait_until(lambda: json.loads(get(url + "/status")[2])["totals"]["Failed"] == 1, timeout=10)
+
+    status, content_type, text = get(url + "/metrics")
+    assert status == 200 and content_type.startswith("text/plain; version=0.0.4")
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert families["workerless_succeeded"].type == "counter"
+    assert families["workerless_in_flight_messages"].type == "gauge"
+    assert families["workerless_delivery_time_seconds"].type == "histogram"
+    assert "process_cpu_seconds" in families
+    values = samples(text)
+    one, two = (("queue", first.name),), (("queue", second.name),)
+    assert values[("workerless_received_total", one)] == 3
+    assert values[("workerless_succeeded_total", one)] == 3
+    assert values[("workerless_succeeded_total", two)] == 1
+    assert values[("workerless_failed_total", two)] == 1
+    assert values[("workerless_failed_total", one)] == 0
+    assert values[("workerless_sqs_requests_total", one)] >= 2
+    assert values[("workerless_failures_total", (("type", "HTTP 500"),))] == 1
+    assert values[("workerless_healthy", ())] == 1
+    assert values[("workerless_in_flight_messages", one)] == 0
+    for name, count in (("workerless_delivery_time_seconds", 3), ("workerless_queue_time_seconds", 3)):
+        buckets = sorted((float(dict(labels)["le"]), value) for (sample, labels), value in values.items()
+                         if sample == name + "_bucket" and dict(labels)["queue"] == first.name)
+        assert len(buckets) > 10 and buckets[-1] == (float("inf"), count)
+        assert [value for _, value in buckets] == sorted(value for _, value in buckets)  # cumulative
+        assert values[(name + "_count", one)] == count and values[(name + "_sum", one)] > 0
+
+    status, content_type, body = get(url + "/status")
+    document = json.loads(body)
+    assert status == 200 and content_type == "application/json"
+    assert [queue["name"] for queue in document["queues"]] == [first.name, second.name]
+    assert all(queue["state"] in ("ready", "idle") and queue["target"] == "default" for queue in document["queues"])
+    assert document["queues"][0]["totals"]["Succeeded"] == 3 and document["queues"][1]["totals"]["Failed"] == 1
+    assert document["totals"]["Succeeded"] == 4 and document["in_flight"] == []
+    (failure,) = document["failures"]
+    assert failure["type"] == "HTTP 500" and failure["count"] == 1 and "500" in failure["latest_error"]
+    assert get(url + "/healthz")[::2] == (200, "ok\n")
+    assert get(url + "/nope")[0] == 404
+    proc.wait_for_output("rates over", timeout=10)  # the summary is logged with CloudWatch off
+    assert proc.stop(timeout=20) == 0
+
+
+@pytest.fixture
+def sqs_proxy(moto_endpoint: str) -> Iterator[TcpProxy]:
+    proxy = TcpProxy(moto_endpoint)
+    proxy.start()
+    yield proxy
+    proxy.stop()
+
+
+def test_healthz_is_503_while_sqs_is_down_and_200_once_it_is_back(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], sqs_proxy: TcpProxy, tmp_path: Path,
+) -> None:
+    queue = make_queue()
+    env = {**aws_env, "AWS_ENDPOINT_URL_SQS": sqs_proxy.url}
+    proc = daemon(["-c", str(status_config(tmp_path, http_app, [queue]))], env=env)
+    url = status_url(proc)
+    wait_until(lambda: get(url + "/healthz")[0] == 200, timeout=10)
+
+    sqs_proxy.stop()
+    status, _, reason = wait_until(lambda: (lambda r: r if r[0] == 503 else None)(get(url + "/healthz")),
+                                   timeout=30, message=lambda: proc.output()[-2000:])
+    assert reason.startswith(f"receives failing: {queue.name} (") and reason.count("\n") == 1
+    assert json.loads(get(url + "/status")[2])["queues"][0]["receive_failures"] >= 1
+    metrics = samples(get(url + "/metrics")[2])
+    assert metrics[("workerless_healthy", ())] == 0
+
+    sqs_proxy.start()
+    wait_until(lambda: get(url + "/healthz")[::2] == (200, "ok\n"), timeout=45,
+               message=lambda: proc.output()[-2000:])
+    sqs.send_message(QueueUrl=queue.url, MessageBody="after the outage")
+    assert http_app.wait_for_requests(1, timeout=20)[0].body == b"after the outage"
+    assert proc.stop(timeout=20) == 0
+    assert "receiving again after" in proc.output()
+
+
+def test_a_busy_status_port_stops_the_start_with_one_line(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    queue = make_queue()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = daemon([f"--queues={queue.name}", f"--http={http_app.url}/", f"--status=127.0.0.1:{port}"], env=aws_env)
+        assert proc.wait_exit(timeout=30) == 1
+    assert f"workerless: cannot start: status server cannot listen on 127.0.0.1:{port}: " in proc.output()
+    assert "Traceback" not in proc.output()

@@ -1,0 +1,74 @@
+"""The status page in a real headless Chromium while a slow delivery runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from tests.e2e.test_status_endpoints import get, status_config, status_url
+from tests.support import Daemon, HttpApp, Queue, wait_until
+from workerless_gevent.status_page import render_page
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOT_COPY = Path("/tmp/status-screenshot.png")  # the one to look at after a run
+
+
+def run_chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               "--disable-dev-shm-usage", f"--user-data-dir={profile}", *args]
+    env = {key: value for key, value in os.environ.items() if "proxy" not in key.lower()}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=90, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package `chromium`)")
+def test_status_page_shows_queues_and_the_message_in_flight(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    payments = make_queue(name=f"payments-{uuid.uuid4().hex[:8]}")
+    default = make_queue(name=f"default-{uuid.uuid4().hex[:8]}")
+    http_app.delay = 60  # the delivery is still running when the browser looks
+    config = status_config(tmp_path, http_app, [payments, default], name='"status-page"', shutdown_timeout=3)
+    proc = daemon(["-c", str(config)], env=aws_env)
+    url = status_url(proc)
+    message_id = sqs.send_message(QueueUrl=payments.url, MessageBody="slow")["MessageId"]
+    http_app.wait_for_requests(1, timeout=20)
+    wait_until(lambda: json.loads(get(url + "/status")[2])["in_flight_count"] == 1, timeout=10)
+
+    dom = run_chromium(tmp_path / "profile-dom", "--dump-dom", url + "/").stdout
+    assert "<table" in dom and payments.name in dom and default.name in dom
+    assert message_id in dom and "In flight (1)" in dom
+    assert 'http-equiv="refresh"' in dom and 'id="health"' in dom
+    assert "http://" not in dom.split("<footer>")[0]  # no external assets
+
+    screenshot = tmp_path / "status.png"
+    run_chromium(tmp_path / "profile-shot", f"--screenshot={screenshot}", "--window-size=1200,800", url + "/")
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 10_000
+    shutil.copyfile(screenshot, SCREENSHOT_COPY)
+
+    proc.send_signal(15)
+    wait_until(lambda: get(url + "/healthz")[::2] == (503, "stopping\n"), timeout=5)
+    assert proc.wait_exit(timeout=20) == 0
+
+
+def test_the_page_escapes_what_it_shows() -> None:
+    status = {
+        "name": "<b>n</b>", "version": "0", "healthy": False, "health": "receives failing: <q> (2 in a row)",
+        "uptime_seconds": 1.0, "strategy": "priority", "concurrency": 1, "in_flight_count": 0, "in_flight": [],
+        "totals": {}, "queues": [],
+        "failures": [{"type": "HTTP 500", "count": 2, "latest_error": "<script>alert(1)</script>"}],
+    }
+    page = render_page(status)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<b>n</b>" not in page and 'class="badge bad"' in page and "&lt;q&gt;" in page
