@@ -42,6 +42,7 @@ import logging
 import os
 import random
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -134,12 +135,17 @@ def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
         if not equals or not name:
             raise ConfigError("--attr", "", "must be NAME=VALUE", item)
         attributes[name] = {"DataType": "String", "StringValue": value}
-    sqs = boto3.session.Session().client("sqs")
+    aws = load_config(args["--config"], env, {}).aws if args["--config"] else None
+    session = boto3.session.Session(profile_name=aws.profile, region_name=aws.region) if aws else boto3.session.Session()
+    endpoint = {"endpoint_url": aws.endpoint_url} if aws and aws.endpoint_url else {}
+    sqs = session.client("sqs", **endpoint)
     queue = args["QUEUE"]
     body = args["BODY"] if args["BODY"] is not None else sys.stdin.read()
     try:
         url = queue if "://" in queue else sqs.get_queue_url(QueueName=queue)["QueueUrl"]
-        extra = {"MessageGroupId": "workerless-send"} if url.endswith(".fifo") else {}
+        # A fresh deduplication id: two sends of the same body are two messages, content-based or not.
+        extra = {"MessageGroupId": "workerless-send", "MessageDeduplicationId": uuid.uuid4().hex} \
+            if url.endswith(".fifo") else {}
         response = sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes, **extra)
     except AWS_ERRORS as error:
         print(f"workerless send: {describe_error(error)}", file=sys.stderr)

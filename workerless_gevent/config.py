@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -12,8 +13,8 @@ from .errors import ConfigError
 from .schema import Table
 
 STRATEGIES = ("priority", "weighted", "random", "round-robin")
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")
-METRICS_NAME = re.compile(r"^[A-Za-z0-9._\-/#]{1,200}$")
+QUEUE_NAME = re.compile(r"(?=.{1,80}\Z)[A-Za-z0-9_-]+(\.fifo)?\Z")
+METRICS_NAME = re.compile(r"[A-Za-z0-9._\-/#]{1,200}\Z")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -52,6 +53,8 @@ class HttpTargetConfig:
     connect_timeout: int = 5
     inactivity_timeout: int = 180
     max_connections: int = 50
+    signing_secret_env: str | None = None
+    signing_secret: str | None = field(default=None, repr=False)  # resolved from signing_secret_env
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,7 +156,7 @@ def _queues(top: Table) -> tuple[QueueConfig, ...]:
 
 def _queue(table: Table) -> QueueConfig:
     url = table.optional_string("url")
-    if url is not None and not re.match(r"^https?://[^/]+/.+", url):
+    if url is not None and not re.fullmatch(r"https?://[^/\s]+/\S+", url):
         raise table.fail("url", "must be an http(s) queue URL", url)
     default_name = url.rstrip("/").rsplit("/", 1)[-1] if url else None
     name = table.string("name", default_name)
@@ -172,6 +175,8 @@ def _queue(table: Table) -> QueueConfig:
         dead_letter_queue=table.optional_string("dead_letter_queue"),
         retention_period=table.integer("retention_period", 345600, 60, 1209600),
     )
+    if queue.dead_letter_queue is not None and not QUEUE_NAME.match(queue.dead_letter_queue):
+        raise table.fail("dead_letter_queue", "must be 1-80 letters, digits, - or _ (plus .fifo)", queue.dead_letter_queue)
     if queue.dead_letter_queue == name:
         raise table.fail("dead_letter_queue", "must differ from the queue itself", name)
     table.finish()
@@ -191,7 +196,7 @@ def _target(table: Table, name: str) -> TargetConfig:
     target: TargetConfig
     if kind == "http":
         url = table.string("url")
-        if not re.match(r"^http://[^/?#]+(/[^?#]*)?$", url):
+        if not re.fullmatch(r"http://[^/?#\s]+(/[^?#\s]*)?", url) or not has_valid_port(url):
             raise table.fail("url", "must be an http:// URL with a host", url)
         target = HttpTargetConfig(
             name=name,
@@ -200,6 +205,7 @@ def _target(table: Table, name: str) -> TargetConfig:
             connect_timeout=table.integer("connect_timeout", 5, 1, 60),
             inactivity_timeout=table.integer("inactivity_timeout", 180, 1, 1800),
             max_connections=table.integer("max_connections", 50, 1, 10000),
+            signing_secret_env=table.optional_string("signing_secret_env"),
         )
     else:
         target = LambdaTargetConfig(
@@ -221,7 +227,7 @@ def _metrics_interval(table: Table) -> int:
 
 def _status_listen(table: Table) -> str | None:
     listen = table.optional_string("listen")
-    if listen is not None and not re.match(r"^[^:\s]+:\d{1,5}$", listen):
+    if listen is not None and not (re.fullmatch(r"[^:\s]+:\d{1,5}", listen) and int(listen.rsplit(":", 1)[1]) <= 65535):
         raise table.fail("listen", "must be HOST:PORT", listen)
     table.finish()
     return listen
@@ -250,3 +256,11 @@ def _check_cross_references(config: Config, top: Table) -> None:
             raise item.fail("dead_letter_queue", "must not be one of the polled queues", queue.dead_letter_queue)
     if config.periodic is not None and config.periodic.queue not in names:
         raise top.fail("periodic.queue", "must name one of the [[queues]]", config.periodic.queue)
+
+
+def has_valid_port(url: str) -> bool:
+    try:
+        urllib.parse.urlsplit(url).port
+    except ValueError:
+        return False
+    return True

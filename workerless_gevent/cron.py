@@ -137,10 +137,8 @@ def slots_between(schedule: str, after: datetime, until: datetime) -> Iterator[d
 
 def latest_slot(schedule: str, now: datetime, window: timedelta) -> datetime | None:
     """The most recent scheduled time in (now - window, now], if any."""
-    latest = None
-    for latest in slots_between(schedule, now - window, now):
-        pass
-    return latest
+    slots = list(slots_between(schedule, now - window, now))
+    return slots[-1] if slots else None
 
 
 def iso_slot(moment: datetime) -> str:

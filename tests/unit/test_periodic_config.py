@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from workerless_gevent.cron import PeriodicConfig, PeriodicTask, parse_cron_document, schedule_problem
+from workerless_gevent.cron import (
+    PeriodicConfig,
+    PeriodicTask,
+    parse_cron_document,
+    schedule_problem,
+)
 from workerless_gevent.errors import ConfigError
 from workerless_gevent.loading import load_config
 

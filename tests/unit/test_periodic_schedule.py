@@ -9,7 +9,13 @@ from typing import Any
 import botocore.exceptions
 
 from workerless_gevent.cron import PeriodicTask, iso_slot, latest_slot, slots_between
-from workerless_gevent.periodic import CATCH_UP_SECONDS, RETRY_SECONDS, Scheduler, Slot, build_message
+from workerless_gevent.periodic import (
+    CATCH_UP_SECONDS,
+    RETRY_SECONDS,
+    Scheduler,
+    Slot,
+    build_message,
+)
 
 EVERY_MINUTE = PeriodicTask(name="tick", url="/cron/tick", schedule="* * * * *")
 TWICE_A_DAY = PeriodicTask(name="backup-job", url="/backup", schedule="0 */12 * * *")
