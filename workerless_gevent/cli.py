@@ -108,17 +108,22 @@ def check(config: Any, online: bool) -> int:
         if target.get("signing_secret"):
             target["signing_secret"] = "(set, hidden)"
     print(json.dumps(effective, indent=2, default=str))
+    from .setup import build_parts, dead_letter_warnings
+
     if not online:
+        for warning in dead_letter_warnings(config):
+            print(f"warning: {warning}", file=sys.stderr)
         return ExitStatus.OK
     from .aws import build_clients
     from .metrics import Registry
-    from .setup import build_parts
 
     try:
-        build_parts(config, build_clients(config), Registry(), random.Random())
+        parts = build_parts(config, build_clients(config), Registry(), random.Random())
     except StartupError as error:
         print(f"workerless: {error}", file=sys.stderr)
         return ExitStatus.ERROR
+    for warning in dead_letter_warnings(config, parts.queues):
+        print(f"warning: {warning}", file=sys.stderr)
     print("online check passed: every queue resolved", file=sys.stderr)
     return ExitStatus.OK
 

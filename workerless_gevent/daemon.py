@@ -22,7 +22,7 @@ from .metrics import Registry
 from .ordering import STRATEGIES
 from .periodic import build_scheduler
 from .poller import Poller, QueueState, Work, log_greenlet_failure
-from .setup import Parts, build_parts
+from .setup import Parts, build_parts, dead_letter_warnings
 from .status import StatusServer, count_in_flight
 from .targets import Outcome
 
@@ -166,6 +166,8 @@ class Daemon:
         logger.info("workerless started: queues=%s strategy=%s concurrency=%d targets=[%s]",
                     ",".join(f"{q.name}:{q.weight}" for q in config.queues), config.polling.strategy,
                     config.concurrency, targets)
+        for warning in dead_letter_warnings(config, self.parts.queues):
+            logger.warning("%s", warning)
         for target in config.targets.values():
             if isinstance(target, HttpTargetConfig) and not target.signing_secret and not is_loopback(target.url):
                 logger.warning("target=%s posts to %s, which is not on loopback, without signing: "

@@ -28,10 +28,27 @@ def resolve_queue(sqs: Any, config: QueueConfig, registry: Registry) -> SqsQueue
     """Find a queue's URL and ARN once at start; an unknown queue is a startup error, not a loop."""
     try:
         url = config.url or sqs.get_queue_url(QueueName=config.name)["QueueUrl"]
-        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn", "RedrivePolicy"])["Attributes"]
     except AWS_ERRORS as error:
         raise StartupError(f"queue {config.name}: {describe_error(error)}") from None
-    return SqsQueue(sqs, config, url, attributes["QueueArn"], registry.count)
+    queue = SqsQueue(sqs, config, url, attributes["QueueArn"], registry.count)
+    queue.has_redrive_policy = bool(attributes.get("RedrivePolicy"))
+    return queue
+
+
+def dead_letter_warnings(config: Config, queues: dict[str, SqsQueue] | None = None) -> list[str]:
+    """A queue with neither our dead_letter_queue nor an SQS redrive policy retries a poison message forever."""
+    warnings = []
+    for queue in config.queues:
+        if queue.dead_letter_queue:
+            continue
+        if queues is None:
+            warnings.append(f"queue {queue.name}: no dead_letter_queue; unless its SQS redrive policy names one, a "
+                            f"message that always fails is retried until retention_period (check --online looks)")
+        elif not queues[queue.name].has_redrive_policy:
+            warnings.append(f"queue {queue.name}: no dead_letter_queue and no SQS redrive policy; a message that "
+                            f"always fails is retried until retention_period")
+    return warnings
 
 
 def build_parts(config: Config, clients: Clients, registry: Registry, rng: random.Random) -> Parts:

@@ -17,6 +17,7 @@ from .message import Message
 logger = logging.getLogger(__name__)
 
 FLUSH_DELAY_SECONDS = 0.005
+FLUSH_JOIN_SECONDS = 5.0  # at stop, how long a batch already on its way may take
 STALE_HANDLE_CODES = ("ReceiptHandleIsInvalid", "InvalidParameterValue", "MessageNotInflight")
 
 
@@ -37,6 +38,7 @@ class SqsQueue:
         self.url = url
         self.arn = arn
         self.count = count
+        self.has_redrive_policy = False
         self._pending: dict[str, list[BatchEntry]] = {"delete": [], "visibility": []}
         self._flushers: dict[str, gevent.Greenlet | None] = {"delete": None, "visibility": None}
 
@@ -75,7 +77,12 @@ class SqsQueue:
         for kind in ("visibility", "delete"):
             flusher = self._flushers[kind]
             if flusher is not None and flusher is not gevent.getcurrent():
-                flusher.kill(block=False)
+                # Killing a flusher mid-call drops the batch it took, and calling beside it puts two
+                # batches on one queue at once: let it finish, then cancel any flusher it rescheduled.
+                flusher.join(timeout=FLUSH_JOIN_SECONDS)
+                later = self._flushers[kind]
+                if later is not None and later is not gevent.getcurrent():
+                    later.kill(block=False)
             self._flushers[kind] = None
             self._send_pending(kind)
 
