@@ -135,7 +135,7 @@ class Daemon:
 
     def shut_down(self) -> None:
         """Release the buffer at once, give deliveries their grace period, then release the rest."""
-        self.handler.release(self.poller.stop())
+        self.handler.release(self.poller.stop(cancel_watchers=bool(not self.in_flight)))
         self.flush_queues()
         waiter = gevent.spawn(self.pool.join)
         gevent.wait([waiter, self.forced], count=1, timeout=self.config.shutdown_timeout)
@@ -145,6 +145,7 @@ class Daemon:
             for work in list(self.in_flight):
                 self.handler.release([message for message in work.messages if not message.settled])
         waiter.kill(block=False)
+        self.handler.release(self.poller.stop())
         with gevent.Timeout(3, False):
             self.flush_queues()
         self.flusher.flush_final(timeout_seconds=2)

@@ -18,6 +18,7 @@ logger = logging.getLogger(__name__)
 
 MAX_VISIBILITY_SECONDS = 43200
 MAX_MESSAGE_ATTRIBUTES = 10
+RECEIPT_LIMIT_MARGIN_SECONDS = 60
 
 
 class Handler:
@@ -58,10 +59,11 @@ class Handler:
             return
         if outcome.result is Result.RETRY:
             self.registry.count(queue.name, "Throttled")
-            seconds = int(math.ceil(outcome.retry_after_seconds or queue.config.error_visibility_timeout))
+            delay = outcome.retry_after_seconds
+            seconds = int(math.ceil(delay if delay is not None else queue.config.error_visibility_timeout))
             logger.info("queue=%s message=%s target=%s asked to retry in %ds (%s)",
                         queue.name, message.message_id, target, seconds, outcome.error)
-            queue.change_visibility(message, min(seconds, MAX_VISIBILITY_SECONDS))
+            queue.change_visibility(message, within_receipt_limit(message, seconds))
             return
         self.registry.count(queue.name, "Failed")
         self.registry.record_failure(outcome.error_type, outcome.error)
@@ -71,7 +73,7 @@ class Handler:
         if dead_letter_queue is not None and message.receive_count >= queue.config.max_retries:
             if self.dead_letter(queue, dead_letter_queue, message, outcome):
                 return
-        queue.change_visibility(message, retry_delay_seconds(queue, message))
+        queue.change_visibility(message, within_receipt_limit(message, retry_delay_seconds(queue, message)))
 
     def release(self, messages: list[Message]) -> None:
         """Received but never started (stopping, or behind a failed FIFO message): visible again now."""
@@ -103,6 +105,13 @@ def retry_delay_seconds(queue: SqsQueue, message: Message) -> int:
     if queue.config.backoff == "exponential":
         base = base * 2 ** min(message.receive_count - 1, 20)
     return int(min(base, MAX_VISIBILITY_SECONDS))
+
+
+def within_receipt_limit(message: Message, seconds: int) -> int:
+    """SQS refuses a visibility timeout reaching past 12 h from the receive (and rejects the whole batch
+    with it), so a long retry delay is shortened to end a minute before that limit."""
+    left = MAX_VISIBILITY_SECONDS - RECEIPT_LIMIT_MARGIN_SECONDS - (time.time() - message.received_at)
+    return int(max(0, min(seconds, left)))
 
 
 def dead_letter_attributes(source: str, message: Message, outcome: Outcome) -> dict[str, Any]:

@@ -94,13 +94,20 @@ class Poller:
         self.wake.set()
         return released
 
-    def stop(self) -> list[Message]:
-        """Cancel watchers and hand back every buffered message so the caller can release it."""
-        watchers = [state.watcher for state in self.states if state.watcher is not None]
-        gevent.killall(watchers, block=True, timeout=2)
+    def stop(self, cancel_watchers: bool = True) -> list[Message]:
+        """Hand back every buffered message so the caller can release it.
+
+        Killing a watcher mid long-poll can lose the reply to a receive SQS still completes, and
+        hide its messages for a visibility timeout; so while deliveries drain, watchers may finish
+        their poll (the loop ends since stopping is set) and what they got is handed back later.
+        """
+        if cancel_watchers:
+            watchers = [state.watcher for state in self.states if state.watcher is not None]
+            gevent.killall(watchers, block=True, timeout=2)
         buffered: list[Message] = []
         for state in self.states:
-            state.watcher = None
+            if cancel_watchers:
+                state.watcher = None
             buffered.extend(state.buffer)
             state.buffer.clear()
         return buffered

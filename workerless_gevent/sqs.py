@@ -8,9 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import botocore.exceptions
 import gevent
 
-from .aws import AWS_ERRORS, describe_error
+from .aws import AWS_ERRORS, describe_error, error_code
 from .config import QueueConfig
 from .message import Message
 
@@ -114,6 +115,8 @@ class SqsQueue:
             except AWS_ERRORS as error:
                 logger.warning("queue=%s %s batch of %d failed (attempt %d): %s",
                                self.name, kind, len(chunk), attempt + 1, describe_error(error))
+                if is_sender_fault(error):
+                    break  # the same request would fail the same way
                 gevent.sleep(0.2 * 2**attempt)
                 continue
             retry = self._report_failures(kind, chunk, response.get("Failed", []))
@@ -150,3 +153,11 @@ class SqsQueue:
                 logger.warning("queue=%s message=%s %s failed: %s %s", self.name,
                                entry.message.message_id, kind, code, failure.get("Message", ""))
         return retry
+
+
+def is_sender_fault(error: BaseException) -> bool:
+    """A 4xx other than throttling: our request is wrong, and repeating it cannot help."""
+    if not isinstance(error, botocore.exceptions.ClientError):
+        return False
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500))
+    return 400 <= status < 500 and status != 429 and "Throttl" not in error_code(error)

@@ -11,8 +11,8 @@ from .fake_lambda import (
 )
 from .http_app import Headers, HttpApp, RecordedRequest
 from .moto import MotoInvocation, MotoServer
-from .proxy import CountingProxy, ProxiedRequest
 from .process import REPO_ROOT, Daemon, write_config
+from .proxy import CountingProxy, ProxiedRequest
 from .sqs import Queue, count_messages, create_queue, drain_bodies
 from .wait import wait_until
 

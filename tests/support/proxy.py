@@ -3,7 +3,7 @@
 Point a subprocess at it with `AWS_ENDPOINT_URL=proxy.url`. Requests are forwarded unchanged
 (Host included, so moto builds the same queue URLs the client would see) and recorded with their
 action (`X-Amz-Target` suffix for JSON protocols, `Action` for query ones), their parameters,
-and when they started and ended.
+and when they started and ended. `delays[action]` holds that action back, to widen races.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import gevent
 
 from .http_app import RecordingServer, Reply, headers_from_environ
 
@@ -50,6 +52,7 @@ class CountingProxy(RecordingServer):
         super().__init__()
         self.upstream = upstream
         self.requests: list[ProxiedRequest] = []
+        self.delays: dict[str, float] = {}  # action -> seconds to hold it before forwarding
         parts = urlsplit(upstream)
         self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
 
@@ -63,17 +66,24 @@ class CountingProxy(RecordingServer):
         path = environ.get("PATH_INFO", "/") + (f"?{query}" if query else "")
         forward = {k: v for k, v in headers.items() if k not in HOP_BY_HOP}
         # 20 s long polls plus slack: the proxy must never be what times out first
+        delay = self.delays.get(action, 0.0)
+        if delay:
+            gevent.sleep(delay)
         connection = http.client.HTTPConnection(self._host, self._port, timeout=120)
         try:
             connection.request(environ["REQUEST_METHOD"], path, body=body, headers=forward)
             response = connection.getresponse()
             answer = response.read()
+            status = response.status
             out = {k: v for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP}
-            record.status = response.status
+        except (OSError, http.client.HTTPException) as error:
+            # moto dropped the connection (e.g. a long poll abandoned at stop): say so, quietly
+            status, out, answer = 502, {"Content-Type": "text/plain"}, repr(error).encode()
         finally:
             connection.close()
             record.ended = time.monotonic()
-        return response.status, out, answer
+        record.status = status
+        return status, out, answer
 
     def count(self, action: str | None = None, since: float = 0.0, until: float = float("inf")) -> int:
         """Requests (of one action, if given) that reached the proxy within [since, until]."""

@@ -50,6 +50,8 @@ class HttpTarget:
         path = message.string_attribute(PATH_ATTRIBUTE) or self.path
         if not path.startswith("/"):
             path = "/" + path
+        # A path from a message attribute may hold spaces, controls or non-ASCII: the request line can't.
+        path = urllib.parse.quote(path, safe="!$%&'()*+,/:;=?@[]~")
         try:
             # Read timeouts are per read: a server trickling bytes is only stopped by this deadline.
             with gevent.Timeout(self.hard_deadline_seconds, False):

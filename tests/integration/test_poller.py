@@ -1,0 +1,147 @@
+"""The poller on moto, in process: one watcher per idle queue, prompt wake-up, strict order, stop."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from typing import Any, Callable
+
+import gevent
+import gevent.event
+import pytest
+
+from tests.integration.helpers import visible
+from tests.integration.test_sqs_queue import client_for
+from tests.support import CountingProxy, MotoServer, Queue, wait_until
+from workerless_gevent.config import QueueConfig
+from workerless_gevent.handler import Handler
+from workerless_gevent.heartbeat import Leases
+from workerless_gevent.metrics import Registry
+from workerless_gevent.ordering import by_priority
+from workerless_gevent.poller import Poller, QueueState
+from workerless_gevent.sqs import SqsQueue
+from workerless_gevent.targets import Outcome, Pause
+
+
+@pytest.fixture
+def proxy(moto_server: MotoServer) -> Iterator[CountingProxy]:
+    server = CountingProxy(moto_server.url)
+    server.start()
+    yield server
+    server.stop()
+
+
+class Rig:
+    """Queues behind the counting proxy, their states, a handler and a poller, as the daemon wires them."""
+
+    def __init__(self, proxy: CountingProxy, queues: list[Queue], poll_for: int = 2) -> None:
+        self.registry = Registry()
+        client = client_for(proxy.url)
+        self.queues = {q.name: SqsQueue(client, QueueConfig(name=q.name), q.url, q.arn, self.registry.count)
+                       for q in queues}
+        self.handler = Handler(self.queues, {}, self.registry, Leases(self.queues))
+        self.pauses = {name: Pause() for name in self.queues}
+        self.states = [QueueState(queue, 1, self.pauses[name].remaining_seconds)
+                       for name, queue in self.queues.items()]
+        self.stopping = gevent.event.Event()
+        self.poller = Poller(self.states, by_priority, batch_size=10, poll_for_seconds=poll_for, sleep_seconds=0,
+                             rng=random.Random(1), stopping=self.stopping, admit=self.handler.admit)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.poller.wake.set()
+        self.handler.release(self.poller.stop())
+        for queue in self.queues.values():
+            queue.flush()
+
+
+def long_polls(proxy: CountingProxy, name: str) -> list[Any]:
+    return [r for r in proxy.pending("ReceiveMessage")
+            if r.params["QueueUrl"].endswith("/" + name) and r.params.get("WaitTimeSeconds") == 2]
+
+
+def test_idle_queues_get_one_watcher_each_and_wake_the_poller_at_once(
+    proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
+) -> None:
+    queues = [make_queue(), make_queue(), make_queue()]
+    rig = Rig(proxy, queues)
+    waiter = gevent.spawn(rig.poller.wait_for_work)
+    try:
+        wait_until(lambda: all(len(long_polls(proxy, q.name)) == 1 for q in queues), 10,
+                   message=lambda: f"pending: {[r.params for r in proxy.pending()]}")
+        assert all(state.watcher is not None and not state.is_ready for state in rig.states)
+        sent = time.monotonic()
+        sqs.send_message(QueueUrl=queues[2].url, MessageBody="wake")
+        work = waiter.get(timeout=10)
+        assert work is not None and [m.body for m in work.messages] == ["wake"]
+        assert time.monotonic() - sent < 1.0
+        assert work.state is rig.states[2] and work.state.is_ready
+        for queue in queues:  # never two receives at once on one queue
+            spans = sorted((r.started, r.ended or float("inf")) for r in proxy.requests
+                           if r.action == "ReceiveMessage" and r.params["QueueUrl"].endswith("/" + queue.name))
+            assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans
+        rig.handler.settle(work.state.queue, work.messages[0], Outcome.success(), "default")
+    finally:
+        waiter.kill()
+        rig.stop()
+
+
+def test_strict_order_takes_the_higher_queue_first_whatever_was_buffered(
+    proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
+) -> None:
+    high, low = make_queue(), make_queue()
+    rig = Rig(proxy, [high, low])
+    sqs.send_message(QueueUrl=low.url, MessageBody="low-1")
+    sqs.send_message(QueueUrl=low.url, MessageBody="low-2")
+    try:
+        first = rig.poller.wait_for_work()
+        assert first is not None and first.messages[0].body.startswith("low-")
+        assert len(rig.states[1].buffer) == 1  # the rest of that receive waits in the buffer
+        sqs.send_message(QueueUrl=high.url, MessageBody="high")
+        wait_until(lambda: rig.states[0].buffer or rig.states[0].is_ready, 10, message="high never arrived")
+        second = rig.poller.wait_for_work()
+        assert second is not None and [m.body for m in second.messages] == ["high"]
+        third = rig.poller.wait_for_work()
+        assert third is not None and third.messages[0].body.startswith("low-")
+    finally:
+        rig.stop()
+
+
+def test_a_paused_target_keeps_its_queue_waiting(
+    proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
+) -> None:
+    queue = make_queue()
+    rig = Rig(proxy, [queue])
+    sqs.send_message(QueueUrl=queue.url, MessageBody="later")
+    rig.pauses[queue.name].extend(1.0)
+    started = time.monotonic()
+    try:
+        work = rig.poller.wait_for_work()
+        assert work is not None and work.messages[0].body == "later"
+        assert time.monotonic() - started >= 0.95
+    finally:
+        rig.stop()
+
+
+def test_stop_cancels_watchers_and_hands_back_the_buffer(
+    proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
+) -> None:
+    busy, idle = make_queue(), make_queue()
+    rig = Rig(proxy, [idle, busy])  # idle first: it is received from, found empty and watched
+    for body in ("a", "b", "c"):
+        sqs.send_message(QueueUrl=busy.url, MessageBody=body)
+    work = rig.poller.wait_for_work()
+    assert work is not None
+    assert rig.states[0].watcher is not None and not rig.states[0].is_ready
+    waiter = gevent.spawn(rig.poller.wait_for_work)
+    rig.stopping.set()
+    rig.poller.wake.set()
+    assert waiter.get(timeout=5) is None  # stopping ends the wait for work
+    buffered = rig.poller.stop()
+    assert sorted(m.body for m in buffered) == sorted({"a", "b", "c"} - {work.messages[0].body})
+    assert all(state.watcher is None for state in rig.states)
+    rig.handler.release(buffered)
+    rig.queues[busy.name].flush()
+    wait_until(lambda: visible(sqs, busy.url) == 2, 5, message="buffer not released")
+

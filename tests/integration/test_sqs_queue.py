@@ -1,0 +1,159 @@
+"""SqsQueue against moto: receive, coalesced deletes and visibility changes, partial failures."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any, Callable
+
+import boto3
+import gevent
+import pytest
+from botocore.config import Config
+
+from tests.support import CountingProxy, MotoServer, Queue, count_messages, wait_until
+from workerless_gevent.config import QueueConfig
+from workerless_gevent.message import Message
+from workerless_gevent.metrics import Registry
+from workerless_gevent.sqs import SqsQueue
+
+
+@pytest.fixture
+def proxy(moto_server: MotoServer) -> Iterator[CountingProxy]:
+    server = CountingProxy(moto_server.url)
+    server.start()
+    yield server
+    server.stop()
+
+
+def client_for(url: str) -> Any:
+    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                        aws_secret_access_key="testing",
+                        config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
+
+
+def queue_via(client: Any, queue: Queue, registry: Registry, **settings: Any) -> SqsQueue:
+    return SqsQueue(client, QueueConfig(name=queue.name, **settings), queue.url, queue.arn, registry.count)
+
+
+def send(sqs: Any, queue: Queue, n: int) -> None:
+    for start in range(0, n, 10):
+        entries = [{"Id": str(i), "MessageBody": f"m{start + i}"} for i in range(min(10, n - start))]
+        sqs.send_message_batch(QueueUrl=queue.url, Entries=entries)
+
+
+def receive_all(sqs_q: SqsQueue, n: int) -> list[Message]:
+    messages: list[Message] = []
+    while len(messages) < n:
+        batch = sqs_q.receive(10, 0)
+        assert batch, f"only {len(messages)} of {n} received"
+        messages.extend(batch)
+    return messages
+
+
+def test_receive_reads_bodies_attributes_and_counts_requests(
+    sqs: Any, make_queue: Callable[..., Queue]
+) -> None:
+    queue, registry = make_queue(), Registry()
+    sqs.send_message(QueueUrl=queue.url, MessageBody="h\u00e9llo \u2713",
+                     MessageAttributes={"kind": {"DataType": "String", "StringValue": "x"}})
+    sqs_q = queue_via(sqs, queue, registry, visibility_timeout=30)
+    (message,) = sqs_q.receive(10, 0)
+    assert message.body == "h\u00e9llo \u2713" and message.queue == queue.name
+    assert message.receive_count == 1 and message.sent_at is not None
+    assert message.string_attribute("kind") == "x"
+    assert set(message.attributes) >= {"ApproximateReceiveCount", "SentTimestamp", "SenderId",
+                                       "ApproximateFirstReceiveTimestamp"}
+    assert sqs_q.receive(10, 0) == []  # invisible for the queue's visibility_timeout
+    assert registry.total("SqsRequests", queue.name) == 2
+
+
+def test_delete_batch_with_one_stale_receipt_counts_it_and_deletes_the_rest(
+    sqs: Any, make_queue: Callable[..., Queue], proxy: CountingProxy
+) -> None:
+    queue, registry = make_queue(), Registry()
+    send(sqs, queue, 5)
+    sqs_q = queue_via(client_for(proxy.url), queue, registry)
+    messages = receive_all(sqs_q, 5)
+    stale = dataclasses.replace(messages[2], receipt_handle="not-a-receipt-handle")
+    for message in messages[:2] + [stale] + messages[3:]:
+        sqs_q.delete(message)
+    wait_until(lambda: sqs_q.pending_count() == 0 and registry.total("StaleReceipts") == 1, 10,
+               message=lambda: f"pending={sqs_q.pending_count()} totals={dict(registry.totals)}")
+    wait_until(lambda: count_messages(sqs, queue.url) == 1, 10, message="deletes not applied")
+    assert proxy.count("DeleteMessageBatch") == 1  # coalesced into one call, stale entry not retried
+    assert registry.total("StaleReceipts", queue.name) == 1
+    # the message behind the stale handle is still there, untouched
+    sqs.change_message_visibility(QueueUrl=queue.url, ReceiptHandle=messages[2].receipt_handle,
+                                  VisibilityTimeout=0)
+    assert [m["Body"] for m in sqs.receive_message(QueueUrl=queue.url)["Messages"]] == [messages[2].body]
+
+
+def test_visibility_batch_with_a_stale_receipt_changes_the_rest(
+    sqs: Any, make_queue: Callable[..., Queue], proxy: CountingProxy
+) -> None:
+    queue, registry = make_queue(), Registry()
+    send(sqs, queue, 3)
+    sqs_q = queue_via(client_for(proxy.url), queue, registry)
+    messages = receive_all(sqs_q, 3)
+    sqs_q.change_visibility(messages[0], 0)
+    sqs_q.change_visibility(dataclasses.replace(messages[1], receipt_handle="stale"), 0)
+    sqs_q.change_visibility(messages[2], 0)
+    wait_until(lambda: registry.total("StaleReceipts") == 1, 10, message="stale handle not counted")
+    attrs = sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["ApproximateNumberOfMessages"])
+    assert attrs["Attributes"]["ApproximateNumberOfMessages"] == "2"
+    assert proxy.count("ChangeMessageVisibilityBatch") == 1
+    assert messages[0].settled and messages[2].settled
+
+
+def test_deletes_are_coalesced_ten_per_call(
+    sqs: Any, make_queue: Callable[..., Queue], proxy: CountingProxy
+) -> None:
+    queue, registry = make_queue(), Registry()
+    send(sqs, queue, 25)
+    sqs_q = queue_via(client_for(proxy.url), queue, registry)
+    for message in receive_all(sqs_q, 25):
+        sqs_q.delete(message)
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="not all deleted")
+    entries = [len(r.params["Entries"]) for r in proxy.between(0, float("inf"), "DeleteMessageBatch")]
+    assert sorted(entries, reverse=True) == [10, 10, 5]
+
+
+def test_heartbeat_entries_of_settled_messages_are_dropped(
+    sqs: Any, make_queue: Callable[..., Queue], proxy: CountingProxy
+) -> None:
+    queue, registry = make_queue(), Registry()
+    send(sqs, queue, 1)
+    sqs_q = queue_via(client_for(proxy.url), queue, registry)
+    (message,) = receive_all(sqs_q, 1)
+    sqs_q.change_visibility(message, 60, is_heartbeat=True)
+    sqs_q.delete(message)  # settles it before the heartbeat batch goes out
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="not deleted")
+    sqs_q.flush()
+    assert proxy.count("ChangeMessageVisibilityBatch") == 0
+
+
+def test_flush_at_stop_waits_for_a_batch_already_on_its_way(
+    sqs: Any, make_queue: Callable[..., Queue], proxy: CountingProxy
+) -> None:
+    """Stopping flushes pending deletes; a batch the background flusher is sending must neither be
+    abandoned nor raced by a second call on the same queue (moto then loses one of the deletes)."""
+    queue, registry = make_queue(), Registry()
+    send(sqs, queue, 5)
+    sqs_q = queue_via(client_for(proxy.url), queue, registry)
+    messages = receive_all(sqs_q, 5)
+    proxy.delays["DeleteMessageBatch"] = 0.5
+    for message in messages[:3]:
+        sqs_q.delete(message)
+    wait_until(lambda: proxy.count("DeleteMessageBatch") == 1, 10, message="flusher never sent")
+    for message in messages[3:]:
+        sqs_q.delete(message)  # pending while the first batch is on its way
+    stopper = gevent.spawn(sqs_q.flush)  # as Daemon.flush_queues does at stop
+    stopper.join(timeout=10)
+    assert stopper.successful()
+    assert sqs_q.pending_count() == 0
+    calls = proxy.between(0, float("inf"), "DeleteMessageBatch")
+    assert [len(call.params["Entries"]) for call in calls] == [3, 2]
+    assert calls[0].ended is not None and calls[1].started >= calls[0].ended, "two deletes at once"
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 10,
+               message=lambda: f"{count_messages(sqs, queue.url)} deletes lost at flush")
