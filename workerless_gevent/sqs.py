@@ -10,6 +10,7 @@ from typing import Any
 
 import botocore.exceptions
 import gevent
+import gevent.event
 
 from .aws import AWS_ERRORS, describe_error, error_code
 from .config import QueueConfig
@@ -17,7 +18,8 @@ from .message import Message
 
 logger = logging.getLogger(__name__)
 
-FLUSH_DELAY_SECONDS = 0.005
+KINDS = ("visibility", "delete")
+FLUSH_DELAY_SECONDS = 0.05  # a delete that waits this long costs nothing: the message stays hidden
 FLUSH_JOIN_SECONDS = 5.0  # at stop, how long a batch already on its way may take
 STALE_HANDLE_CODES = ("ReceiptHandleIsInvalid", "InvalidParameterValue", "MessageNotInflight")
 
@@ -40,8 +42,10 @@ class SqsQueue:
         self.arn = arn
         self.count = count
         self.has_redrive_policy = False
-        self._pending: dict[str, list[BatchEntry]] = {"delete": [], "visibility": []}
-        self._flushers: dict[str, gevent.Greenlet | None] = {"delete": None, "visibility": None}
+        self._pending: dict[str, list[BatchEntry]] = {kind: [] for kind in KINDS}
+        self._flushers: dict[str, gevent.Greenlet | None] = dict.fromkeys(KINDS)
+        self._is_full = {kind: gevent.event.Event() for kind in KINDS}
+        self._is_draining = False
 
     def receive(self, max_messages: int, wait_seconds: int) -> list[Message]:
         self.count(self.name, "SqsRequests")
@@ -74,38 +78,39 @@ class SqsQueue:
         return sum(len(entries) for entries in self._pending.values())
 
     def flush(self) -> None:
-        """Send everything pending now, in the caller's greenlet (used at stop)."""
-        for kind in ("visibility", "delete"):
-            flusher = self._flushers[kind]
-            if flusher is not None and flusher is not gevent.getcurrent():
-                # Killing a flusher mid-call drops the batch it took, and calling beside it puts two
-                # batches on one queue at once: let it finish, then cancel any flusher it rescheduled.
-                flusher.join(timeout=FLUSH_JOIN_SECONDS)
-                later = self._flushers[kind]
-                if later is not None and later is not gevent.getcurrent():
-                    later.kill(block=False)
-            self._flushers[kind] = None
-            self._send_pending(kind)
+        """At stop: send everything pending without waiting for fuller batches, and wait for it."""
+        self._is_draining = True
+        for kind in KINDS:
+            if self._flushers[kind] is None and self._pending[kind]:
+                self._flushers[kind] = gevent.spawn(self._flush_loop, kind)
+            self._is_full[kind].set()
+        # Never killed mid-call: that would drop the batch it took.
+        gevent.joinall([flusher for flusher in self._flushers.values() if flusher is not None],
+                       timeout=FLUSH_JOIN_SECONDS)
 
     def _add(self, kind: str, entry: BatchEntry) -> None:
-        self._pending[kind].append(entry)
+        pending = self._pending[kind]
+        pending.append(entry)
+        if len(pending) >= 10:
+            self._is_full[kind].set()
         if self._flushers[kind] is None:
-            self._flushers[kind] = gevent.spawn_later(FLUSH_DELAY_SECONDS, self._flush_later, kind)
+            self._flushers[kind] = gevent.spawn(self._flush_loop, kind)
 
-    def _flush_later(self, kind: str) -> None:
-        try:
-            self._send_pending(kind)
-        finally:
-            self._flushers[kind] = None
-            if self._pending[kind]:
-                self._flushers[kind] = gevent.spawn_later(FLUSH_DELAY_SECONDS, self._flush_later, kind)
-
-    def _send_pending(self, kind: str) -> None:
-        while self._pending[kind]:
-            chunk, self._pending[kind] = self._pending[kind][:10], self._pending[kind][10:]
-            chunk = [entry for entry in chunk if not (entry.is_heartbeat and entry.message.settled)]
+    def _flush_loop(self, kind: str) -> None:
+        """Send full batches at once and a partial one after FLUSH_DELAY_SECONDS, so a busy queue
+        pays one call per 10 messages and a quiet one waits only that long."""
+        pending = self._pending[kind]
+        while pending:
+            if len(pending) < 10 and not self._is_draining:
+                self._is_full[kind].clear()
+                self._is_full[kind].wait(FLUSH_DELAY_SECONDS)
+            chunk = [entry for entry in pending[:10] if not (entry.is_heartbeat and entry.message.settled)]
+            del pending[:10]
             if chunk:
+                # One call at a time per queue and kind: visibility changes of one message must land
+                # in order, and moto loses deletes that race on one queue.
                 self._send_chunk(kind, chunk)
+        self._flushers[kind] = None
 
     def _send_chunk(self, kind: str, chunk: list[BatchEntry]) -> None:
         # Entry ids are the positions "0".."9": duplicates would fail the whole call.
