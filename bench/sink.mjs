@@ -23,17 +23,20 @@ let maxInFlight = 0;
 let waiters = [];
 let heldSum = 0; // actual time each delayed answer was held, to compare the ideal with what the sink did
 let heldCount = 0;
+let lastDone = null; // when the latest answer was sent: rates run from the first arrival to this
 
 function stats() {
   return {
     count: times.length,
     first: times.length ? times[0] : null,
     last: times.length ? times[times.length - 1] : null,
+    last_done: lastDone,
     in_flight: inFlight,
     max_in_flight: maxInFlight,
     by_queue: byQueue,
     delay_ms: delayMs,
     mean_held_ms: heldCount ? heldSum / heldCount : null,
+    now: now(),
   };
 }
 
@@ -67,6 +70,7 @@ function control(req, res, url) {
     maxInFlight = inFlight;
     heldSum = 0;
     heldCount = 0;
+    lastDone = null;
     for (const waiter of waiters) {
       clearTimeout(waiter.timer);
       json(waiter.res, 200, stats());
@@ -114,7 +118,8 @@ const server = http.createServer((req, res) => {
   req.on("end", () => {
     const answer = () => {
       inFlight -= 1;
-      heldSum += now() - arrived;
+      lastDone = now();
+      heldSum += lastDone - arrived;
       heldCount += 1;
       res.writeHead(200, { "Content-Length": "2", "Content-Type": "text/plain" });
       res.end("ok");

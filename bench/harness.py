@@ -1,0 +1,399 @@
+"""The moving parts of the benchmark: fauxqs, the sink, the counting proxy, and the measured
+processes (the real bin/workerless and the plain baseline), all on 127.0.0.1.
+
+The runner itself is plain CPython (no gevent): it starts every part as a subprocess, feeds the
+queues with boto3 from a few threads, and samples the measured process from /proc.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+RESULTS = BENCH / "results"
+LOGS = RESULTS / "logs"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+DAEMON_BIN = ROOT / "bin" / "workerless"  # run.py --daemon-bin points this at another checkout
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_REGION": "us-east-1"}
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- node parts
+
+
+def ensure_fauxqs() -> None:
+    """Install fauxqs into bench/node_modules (pinned by bench/package-lock.json) if it is missing."""
+    if (BENCH / "node_modules" / "fauxqs" / "package.json").exists():
+        return
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        raise SystemExit("bench: node and npm are needed for the fauxqs SQS emulator (apt-get install nodejs npm)")
+    log("bench: installing fauxqs into bench/node_modules ...")
+    command = [npm, "install", "--prefix", str(BENCH), "--no-audit", "--no-fund", "--loglevel=error"]
+    if not (BENCH / "package.json").exists():
+        command.append("fauxqs")
+    subprocess.run(command, check=True, cwd=BENCH)
+
+
+class NodeService:
+    """A node script that prints {"port": N} once listening."""
+
+    def __init__(self, name: str, script: str, *args: str) -> None:
+        LOGS.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.stderr = open(LOGS / f"{name}.log", "wb")
+        self.process = subprocess.Popen(["node", str(BENCH / script), *args], cwd=BENCH,
+                                        stdout=subprocess.PIPE, stderr=self.stderr)
+        line = self._read_line(timeout=30)
+        self.port = int(json.loads(line)["port"])
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _read_line(self, timeout: float) -> str:
+        result: list[bytes] = []
+        reader = threading.Thread(target=lambda: result.append(self.process.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if not result or not result[0]:
+            self.stop()
+            raise SystemExit(f"bench: {self.name} did not start; see {LOGS / (self.name + '.log')}")
+        return result[0].decode()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.stderr.close()
+
+
+class JsonHttp:
+    """A tiny keep-alive JSON client for the control endpoints."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def call(self, method: str, path: str) -> Any:
+        for attempt in range(2):
+            try:
+                self.connection.request(method, path, body=b"" if method == "POST" else None)
+                response = self.connection.getresponse()
+                return json.loads(response.read())
+            except (OSError, http.client.HTTPException):
+                self.connection.close()
+                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+                if attempt:
+                    raise
+        return None
+
+
+class Sink(NodeService):
+    def __init__(self) -> None:
+        super().__init__("sink", "sink.mjs")
+        self.control = JsonHttp(self.port)
+        self.waiter = JsonHttp(self.port)
+
+    def reset(self, delay_ms: float = 0) -> dict[str, Any]:
+        return self.control.call("POST", f"/_bench/reset?delay_ms={delay_ms}")
+
+    def stats(self) -> dict[str, Any]:
+        return self.control.call("GET", "/_bench/stats")
+
+    def events(self, start: int = 0) -> list[tuple[float, str]]:
+        return [(t, q) for t, q in self.control.call("GET", f"/_bench/events?from={start}")]
+
+    def wait(self, count: int, timeout: float) -> dict[str, Any]:
+        return self.waiter.call("GET", f"/_bench/wait?count={count}&timeout_ms={int(timeout * 1000)}")
+
+    def clock_offset_ms(self) -> float:
+        """sink clock minus time.time(), in ms, from the round trip with the smallest delay."""
+        best = None
+        for _ in range(7):
+            before = time.time() * 1000
+            now = self.control.call("GET", "/_bench/stats")["now"]
+            after = time.time() * 1000
+            if best is None or after - before < best[0]:
+                best = (after - before, now - (before + after) / 2)
+        return best[1]
+
+
+class Proxy(NodeService):
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__("proxy", "sqs_proxy.mjs", str(upstream_port))
+        self.control = JsonHttp(self.port)
+
+    def entries(self, start: int = 0) -> list[list[Any]]:
+        return self.control.call("GET", f"/_bench/log?from={start}")
+
+    def count(self) -> int:
+        return len(self.entries())
+
+
+# ---------------------------------------------------------------- SQS feeding
+
+
+class Sqs:
+    """The runner's own boto3 client, straight to fauxqs (never through the proxy)."""
+
+    def __init__(self, endpoint: str) -> None:
+        import boto3
+        import botocore.config
+
+        self.client = boto3.session.Session(aws_access_key_id="x", aws_secret_access_key="x",
+                                            region_name="us-east-1").client(
+            "sqs", endpoint_url=endpoint,
+            config=botocore.config.Config(max_pool_connections=16, retries={"mode": "standard",
+                                                                            "total_max_attempts": 3}))
+        self.pool = ThreadPoolExecutor(4)
+
+    def create(self, name: str) -> str:
+        return self.client.create_queue(QueueName=name)["QueueUrl"]
+
+    def delete(self, url: str) -> None:
+        try:
+            self.client.delete_queue(QueueUrl=url)
+        except Exception:  # noqa: BLE001 - cleanup only
+            pass
+
+    def send_batch(self, url: str, first: int, count: int, tag: str) -> float:
+        entries = [{"Id": str(i), "MessageBody": body(first + i, tag),
+                    "MessageAttributes": {"kind": {"DataType": "String", "StringValue": tag}}}
+                   for i in range(count)]
+        response = self.client.send_message_batch(QueueUrl=url, Entries=entries)
+        if response.get("Failed"):
+            raise RuntimeError(f"send failed: {response['Failed'][:1]}")
+        return time.time()
+
+    def send_many(self, url: str, count: int, tag: str, threads: int = 4) -> list[tuple[float, int]]:
+        """Send count messages in batches of 10 from `threads` threads; returns (completed_at, n) per batch."""
+        starts = list(range(0, count, 10))
+        jobs = [(url, first, min(10, count - first), tag) for first in starts]
+        if threads <= 1:
+            return [(self.send_batch(*job), job[2]) for job in jobs]
+        futures = [(self.pool.submit(self.send_batch, *job), job[2]) for job in jobs]
+        return [(future.result(), n) for future, n in futures]
+
+    def send_one(self, url: str, tag: str) -> None:
+        self.client.send_message(QueueUrl=url, MessageBody=body(0, tag))
+
+
+def body(number: int, tag: str) -> str:
+    return json.dumps({"n": number, "kind": tag, "id": uuid.uuid4().hex, "payload": "x" * 120})
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------- measured processes
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_status_kb(pid: int, key: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+@dataclass
+class Sample:
+    at: float  # time.monotonic()
+    count: int  # sink deliveries so far
+    cpu: float | None  # process utime+stime, seconds
+    hwm_kb: int | None  # VmHWM
+
+
+@dataclass
+class Worker:
+    """bin/workerless or bench/baseline.py as a subprocess, with its log in bench/results/logs."""
+
+    kind: str  # "daemon" | "baseline"
+    label: str
+    argv: list[str]
+    env: dict[str, str]
+    process: subprocess.Popen | None = None
+    rusage: Any = None
+    exit_code: int | None = None
+    samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def log_path(self) -> Path:
+        return LOGS / f"{self.label}.log"
+
+    def start(self) -> Worker:
+        LOGS.mkdir(parents=True, exist_ok=True)
+        self.log_handle = open(self.log_path, "wb")
+        self.process = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=self.log_handle,
+                                        stderr=subprocess.STDOUT)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_started(self, timeout: float = 30) -> None:
+        marker = "workerless started" if self.kind == "daemon" else "baseline started"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if marker in self.log_text():
+                return
+            if self.poll() is not None:
+                break
+            time.sleep(0.01)
+        tail = "\n".join(self.log_text().splitlines()[-15:])
+        self.kill()
+        raise RuntimeError(f"{self.label} did not start (exit {self.exit_code}):\n{tail}")
+
+    def poll(self) -> int | None:
+        """Reap the process with wait4 so its rusage (peak RSS, CPU) is kept."""
+        if self.exit_code is not None or self.process is None:
+            return self.exit_code
+        try:
+            pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            self.exit_code = self.process.returncode if self.process.returncode is not None else -1
+            return self.exit_code
+        if pid == 0:
+            return None
+        self.rusage = rusage
+        self.exit_code = os.waitstatus_to_exitcode(status)
+        self.process.returncode = self.exit_code
+        self.log_handle.close()
+        return self.exit_code
+
+    def wait(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.poll() is not None:
+                return self.exit_code
+            time.sleep(0.01)
+        return None
+
+    def signal(self, signum: int = signal.SIGTERM) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, timeout: float = 15) -> int | None:
+        """SIGTERM, then SIGKILL if it does not exit in time."""
+        self.signal(signal.SIGTERM)
+        if self.wait(timeout) is None:
+            self.kill()
+        return self.exit_code
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.wait(5)
+
+    def cpu(self) -> float | None:
+        return proc_cpu_seconds(self.pid) if self.exit_code is None else None
+
+    def sample(self, sink: Sink | None) -> Sample:
+        count = sink.stats()["count"] if sink is not None else 0
+        item = Sample(time.monotonic(), count, self.cpu(), proc_status_kb(self.pid, "VmHWM"))
+        self.samples.append(item)
+        return item
+
+    def peak_rss_mb(self) -> float | None:
+        """VmHWM as last sampled, or ru_maxrss from wait4 when no sample had it."""
+        values = [s.hwm_kb for s in self.samples if s.hwm_kb]
+        if values:
+            return max(values) / 1024
+        if self.rusage is not None:
+            return self.rusage.ru_maxrss / 1024
+        return None
+
+
+def worker_env(endpoint: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("AWS_", "WORKERLESS_"))}
+    env.update(AWS_ENV)
+    env["AWS_ENDPOINT_URL"] = endpoint
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: int, poll_for: int,
+                  max_connections: int | None = None, batch_size: int = 10) -> Path:
+    """A TOML file with only the documented keys of DESIGN.md section 1."""
+    lines = [
+        f"concurrency = {concurrency}",
+        "shutdown_timeout = 10",
+        "",
+        "[polling]",
+        f"poll_for = {poll_for}",
+        f"batch_size = {batch_size}",
+        "",
+    ]
+    for name in queues:
+        lines += ["[[queues]]", f'name = "{name}"', ""]
+    lines += ["[targets.default]", 'type = "http"', f'url = "{sink_url}/"']
+    if max_connections is not None:
+        lines.append(f"max_connections = {max_connections}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def make_daemon(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,
+                poll_for: int, max_connections: int | None = None, extra: tuple[str, ...] = ()) -> Worker:
+    config = daemon_config(RESULTS / "conf" / f"{label}.toml", queues=queues, sink_url=sink_url,
+                           concurrency=concurrency, poll_for=poll_for, max_connections=max_connections)
+    argv = [sys.executable, str(DAEMON_BIN), "-c", str(config), *extra]
+    return Worker("daemon", label, argv, worker_env(endpoint))
+
+
+def make_baseline(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,
+                  poll_for: int, max_messages: int | None = None) -> Worker:
+    argv = [sys.executable, str(BENCH / "baseline.py"), f"--queues={','.join(queues)}", f"--http={sink_url}/",
+            f"--concurrency={concurrency}", f"--poll-for={poll_for}"]
+    if max_messages:
+        argv.append(f"--max-messages={max_messages}")
+    return Worker("baseline", label, argv, worker_env(endpoint))
