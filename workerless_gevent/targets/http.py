@@ -37,16 +37,21 @@ class HttpTarget:
         self.messages_per_delivery = 1
         self.hard_deadline_seconds = float(config.connect_timeout + config.inactivity_timeout)
         self.pause = Pause()
-        self.client = HTTPClient(
+        self.client = self.build_client()
+
+    def build_client(self) -> HTTPClient:
+        url = urllib.parse.urlsplit(self.config.url)
+        client = HTTPClient(
             url.hostname or "127.0.0.1",
             url.port or 80,
-            concurrency=config.max_connections,
-            connection_timeout=config.connect_timeout,
-            network_timeout=config.inactivity_timeout,
+            concurrency=self.config.max_connections,
+            connection_timeout=self.config.connect_timeout,
+            network_timeout=self.config.inactivity_timeout,
             headers={"User-Agent": f"aws-sqsd/{__version__} (workerless)"},
         )
         # geventhttpclient has no socket-options hook; its pool's socket factory is the one seam.
-        self.client._connection_pool._create_tcp_socket = create_socket  # type: ignore[method-assign,assignment]
+        client._connection_pool._create_tcp_socket = create_socket  # type: ignore[method-assign,assignment]
+        return client
 
     def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
         return [self.post(queue, message) for message in messages]
@@ -70,8 +75,12 @@ class HttpTarget:
                 finally:
                     response.release()
                 return self.judge(response.status_code, response.get("Retry-After"))
+            # The deadline can strike inside the library after it took a pooled connection and before
+            # it handed it to a response, and that connection slot never comes back: start afresh.
+            stale, self.client = self.client, self.build_client()
+            gevent.spawn_later(self.hard_deadline_seconds, stale.close)
             return Outcome.failure("Timeout", f"no complete response within {self.hard_deadline_seconds:g}s")
-        except (OSError, gevent.Timeout) as error:
+        except OSError as error:
             return Outcome.failure(type(error).__name__, str(error) or type(error).__name__)
         except Exception as error:  # a malformed response from the app must not kill the delivery
             return Outcome.failure(type(error).__name__, str(error))

@@ -1,0 +1,406 @@
+#!/usr/bin/env python3
+"""The soak: many messages through the real daemon while it is killed and restarted, counting losses.
+
+    python bench/soak.py                        100,000 messages (about 5 minutes at the default rate)
+    python bench/soak.py --messages=20000       a shorter run
+
+Everything runs on 127.0.0.1: fauxqs (started with bench/harness.py's launcher), a sink in this
+process that answers 10 % of deliveries with 500 at random, and bin/workerless, which gets SIGKILL
+or SIGTERM (at random) every 20 to 40 s and is started again at once. Messages are fed at
+`--rate` per second while it runs, so the kills land mid-stream. It ends once every message was
+answered 2xx and the queue is empty (or at `--timeout`), then reports:
+
+- lost: messages never answered 2xx (must be 0);
+- duplicates: messages answered 2xx more than once (at-least-once: a SIGKILL between the app's
+  answer and the delete, or a delete that raced a visibility timeout);
+- redeliveries after failure: deliveries of a message the sink had already failed;
+- RSS of each daemon after warm-up and at its end (from /proc), and overall;
+- every daemon's exit: SIGTERM must give exit 0.
+
+Options: --messages=N --rate=N (0 = load everything first) --failure-rate=F --concurrency=N
+--sink-delay-ms=MS --visibility-timeout=S --min-restart=S --max-restart=S --warmup=S --seed=N
+--timeout=S --daemon-arg=ARG (repeatable, e.g. --daemon-arg=--log-level=DEBUG) --json=PATH (default bench/results/soak-latest.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness
+from harness import RESULTS, ROOT, Sqs, Worker, log, proc_status_kb, unique, worker_env
+
+# ---------------------------------------------------------------- the sink: an app that fails 10 %
+
+
+class Ledger:
+    """Every delivery the sink saw, by message number; thread-safe."""
+
+    def __init__(self, failure_rate: float, seed: int) -> None:
+        self.failure_rate = failure_rate
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.successes: dict[int, int] = {}  # n -> 2xx answers
+        self.failures: dict[int, int] = {}  # n -> 5xx answers
+        self.deliveries = 0
+        self.redeliveries_after_failure = 0
+        self.unparsable = 0
+
+    def judge(self, body: bytes) -> int:
+        try:
+            number = int(json.loads(body)["n"])
+        except (ValueError, KeyError, TypeError):
+            with self.lock:
+                self.unparsable += 1
+            return 400
+        with self.lock:
+            self.deliveries += 1
+            if number in self.failures:
+                self.redeliveries_after_failure += 1
+            if self.rng.random() < self.failure_rate:
+                self.failures[number] = self.failures.get(number, 0) + 1
+                return 500
+            self.successes[number] = self.successes.get(number, 0) + 1
+            return 200
+
+    def delivered(self) -> int:
+        with self.lock:
+            return len(self.successes)
+
+    def snapshot(self, total: int) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "deliveries": self.deliveries,
+                "distinct_succeeded": len(self.successes),
+                "lost": total - len([n for n in self.successes if n < total]),
+                "duplicates": sum(1 for count in self.successes.values() if count > 1),
+                "duplicate_deliveries": sum(count - 1 for count in self.successes.values()),
+                "failed_deliveries": sum(self.failures.values()),
+                "messages_that_failed_at_least_once": len(self.failures),
+                "redeliveries_after_failure": self.redeliveries_after_failure,
+                "unexpected_bodies": self.unparsable + len([n for n in self.successes if n >= total]),
+            }
+
+
+class SinkHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the daemon's pooled client expects
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        server: Any = self.server
+        status = server.ledger.judge(body)
+        if server.delay_s:
+            time.sleep(server.rng.uniform(0, 2 * server.delay_s))
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):  # a SIGKILLed daemon resets its connections
+            super().handle_error(request, client_address)
+
+
+class Sink:
+    def __init__(self, ledger: Ledger, delay_ms: float, seed: int) -> None:
+        self.server = QuietServer(("127.0.0.1", 0), SinkHandler)
+        server: Any = self.server
+        server.ledger, server.delay_s, server.rng = ledger, delay_ms / 1000, random.Random(seed + 1)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+# ---------------------------------------------------------------- feeding
+
+
+def message_body(number: int, run: str) -> str:
+    return json.dumps({"n": number, "run": run, "pad": "x" * 100})
+
+
+class Feeder(threading.Thread):
+    """Sends messages 0..total-1 in batches of 10 at `rate` per second (0: as fast as it can)."""
+
+    def __init__(self, sqs: Sqs, url: str, total: int, rate: float, run: str) -> None:
+        super().__init__(daemon=True)
+        self.sqs, self.url, self.total, self.rate, self.run_id = sqs, url, total, rate, run
+        self.sent = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        started = time.monotonic()
+        try:
+            for first in range(0, self.total, 10):
+                if self.rate:
+                    ahead = first / self.rate - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+                entries = [{"Id": str(i), "MessageBody": message_body(first + i, self.run_id)}
+                           for i in range(min(10, self.total - first))]
+                response = self.send(entries)
+                if response.get("Failed"):
+                    raise RuntimeError(f"send failed: {response['Failed'][:1]}")
+                self.sent += len(entries)
+        except Exception as error:  # noqa: BLE001 - reported by the main loop
+            self.error = error
+
+    def send(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
+        for attempt in range(5):
+            try:
+                return dict(self.sqs.client.send_message_batch(QueueUrl=self.url, Entries=entries))
+            except Exception:
+                if attempt == 4:
+                    raise
+                time.sleep(0.5)
+        return {}
+
+
+# ---------------------------------------------------------------- the daemon's lives
+
+
+@dataclass
+class Life:
+    """One daemon process from start to the signal that ended it."""
+
+    index: int
+    label: str
+    started: float
+    ended_by: str = ""  # SIGKILL | SIGTERM | final SIGTERM | crashed
+    exit_code: int | None = None
+    seconds: float = 0.0
+    stop_seconds: float | None = None  # SIGTERM to exit
+    rss_warm_kb: int | None = None
+    rss_end_kb: int | None = None
+    delivered_at_start: int = 0
+    delivered_at_end: int = 0
+    worker: Worker | None = field(default=None, repr=False)
+
+
+LIFE_FIELDS = [name for name in Life.__dataclass_fields__ if name != "worker"]
+
+
+def soak_config(path: Path, queue: str, sink_url: str, concurrency: int, visibility_timeout: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"""concurrency = {concurrency}
+shutdown_timeout = 10
+
+[polling]
+poll_for = 5
+
+[[queues]]
+name = "{queue}"
+visibility_timeout = {visibility_timeout}
+error_visibility_timeout = 1
+
+[targets.default]
+type = "http"
+url = "{sink_url}/work"
+""")
+    return path
+
+
+class Soak:
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.options = options
+        self.rng = random.Random(options.seed)
+        self.run_id = unique("soak")
+        harness.ensure_fauxqs()
+        self.fauxqs = harness.NodeService("fauxqs", "fauxqs_server.mjs")
+        self.sqs = Sqs(self.fauxqs.url)
+        self.url = self.sqs.create(self.run_id)
+        self.ledger = Ledger(options.failure_rate, options.seed)
+        self.sink = Sink(self.ledger, options.sink_delay_ms, options.seed)
+        self.config = soak_config(RESULTS / "conf" / f"{self.run_id}.toml", self.run_id, self.sink.url,
+                                  options.concurrency, options.visibility_timeout)
+        self.lives: list[Life] = []
+
+    def close(self) -> None:
+        for life in self.lives:
+            if life.worker is not None and life.worker.poll() is None:
+                life.worker.kill()
+        self.sink.stop()
+        self.sqs.delete(self.url)
+        self.fauxqs.stop()
+
+    def start_life(self) -> Life:
+        index = len(self.lives)
+        label = f"{self.run_id}-{index}"
+        argv = [sys.executable, str(ROOT / "bin" / "workerless"), "-c", str(self.config), *self.options.daemon_arg]
+        worker = Worker("daemon", label, argv, worker_env(self.fauxqs.url)).start()
+        worker.wait_started(timeout=60)
+        life = Life(index, label, time.monotonic(), delivered_at_start=self.ledger.delivered(), worker=worker)
+        self.lives.append(life)
+        return life
+
+    def end_life(self, life: Life, how: str) -> None:
+        worker = life.worker
+        assert worker is not None
+        life.rss_end_kb = proc_status_kb(worker.pid, "VmRSS") or life.rss_end_kb
+        signum = signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM
+        signalled = time.monotonic()
+        worker.signal(signum)
+        code = worker.wait(30)
+        if code is None:
+            log(f"soak: {life.label} ignored {how} for 30 s; killing it")
+            worker.kill()
+            code = worker.exit_code
+        life.ended_by, life.exit_code = how, code
+        life.seconds = time.monotonic() - life.started
+        life.stop_seconds = time.monotonic() - signalled if signum == signal.SIGTERM else None
+        life.delivered_at_end = self.ledger.delivered()
+
+    def queue_depth(self) -> int:
+        attrs = self.sqs.client.get_queue_attributes(
+            QueueUrl=self.url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])
+        values = attrs["Attributes"]
+        return int(values["ApproximateNumberOfMessages"]) + int(values["ApproximateNumberOfMessagesNotVisible"])
+
+    def is_done(self, feeder: Feeder) -> bool:
+        total = self.options.messages
+        return feeder.sent >= total and self.ledger.delivered() >= total and self.queue_depth() == 0
+
+    def choose_signal(self) -> str:
+        """SIGKILL or SIGTERM at random, but never three of a kind in a row, so short runs see both."""
+        recent = [life.ended_by for life in self.lives[-3:-1]]
+        if len(recent) == 2 and recent[0] == recent[1] and recent[0] in ("SIGKILL", "SIGTERM"):
+            return "SIGTERM" if recent[0] == "SIGKILL" else "SIGKILL"
+        return self.rng.choice(["SIGKILL", "SIGTERM"])
+
+    def run(self) -> dict[str, Any]:
+        options = self.options
+        feeder = Feeder(self.sqs, self.url, options.messages, options.rate, self.run_id)
+        started = time.monotonic()
+        feeder.start()
+        life = self.start_life()
+        next_signal = time.monotonic() + self.rng.uniform(options.min_restart, options.max_restart)
+        last_report = time.monotonic()
+        deadline = started + options.timeout
+        while True:
+            time.sleep(0.25)
+            now = time.monotonic()
+            worker = life.worker
+            assert worker is not None
+            if feeder.error is not None:
+                raise RuntimeError(f"feeding failed: {feeder.error!r}")
+            if life.rss_warm_kb is None and now - life.started >= options.warmup:
+                life.rss_warm_kb = proc_status_kb(worker.pid, "VmRSS")
+            life.rss_end_kb = proc_status_kb(worker.pid, "VmRSS") or life.rss_end_kb
+            if worker.poll() is not None:
+                log(f"soak: {life.label} exited by itself with {worker.exit_code}; see {worker.log_path}")
+                life.ended_by, life.exit_code, life.seconds = "crashed", worker.exit_code, now - life.started
+                life = self.start_life()
+                continue
+            if now - last_report >= 10:
+                last_report = now
+                log(f"soak: {now - started:5.0f}s fed {feeder.sent}/{options.messages}, "
+                    f"succeeded {self.ledger.delivered()}, restarts {len(self.lives) - 1}, "
+                    f"rss {life.rss_end_kb} kB")
+            if self.is_done(feeder) or now > deadline:
+                break
+            if now >= next_signal:
+                how = self.choose_signal()
+                self.end_life(life, how)
+                log(f"soak: {life.label} {how} after {life.seconds:.0f}s -> exit {life.exit_code}")
+                life = self.start_life()
+                next_signal = time.monotonic() + self.rng.uniform(options.min_restart, options.max_restart)
+        finished = time.monotonic()
+        self.end_life(life, "final SIGTERM")
+        return self.report(started, finished, feeder)
+
+    def report(self, started: float, finished: float, feeder: Feeder) -> dict[str, Any]:
+        options = self.options
+        lives = [life for life in self.lives]
+        ratios = [life.rss_end_kb / life.rss_warm_kb for life in lives if life.rss_warm_kb and life.rss_end_kb]
+        warm = next((life.rss_warm_kb for life in lives if life.rss_warm_kb), None)
+        end = lives[-1].rss_end_kb
+        sigterm_exits = [life.exit_code for life in lives if "SIGTERM" in life.ended_by]
+        return {
+            "messages": options.messages,
+            "fed": feeder.sent,
+            "seconds": round(finished - started, 1),
+            **self.ledger.snapshot(options.messages),
+            "left_in_queue": self.queue_depth(),
+            "timed_out": not (self.ledger.delivered() >= options.messages),
+            "daemons": len(lives),
+            "sigkills": sum(1 for life in lives if life.ended_by == "SIGKILL"),
+            "sigterms": sum(1 for life in lives if life.ended_by == "SIGTERM"),
+            "crashes": sum(1 for life in lives if life.ended_by == "crashed"),
+            "sigterm_exit_codes_all_0": all(code == 0 for code in sigterm_exits),
+            "sigterm_stop_seconds_max": max((life.stop_seconds or 0 for life in lives), default=None),
+            "rss_start_kb": warm,
+            "rss_end_kb": end,
+            "rss_end_vs_start": round(end / warm, 3) if warm and end else None,
+            "rss_growth_within_a_life_max": round(max(ratios), 3) if ratios else None,
+            "settings": {key: value for key, value in vars(options).items() if key != "json"},
+            "lives": [{name: getattr(life, name) for name in LIFE_FIELDS} for life in lives],
+        }
+
+
+def print_summary(result: dict[str, Any]) -> None:
+    log("")
+    log(f"soak: {result['messages']} messages in {result['seconds']}s, {result['daemons']} daemons "
+        f"({result['sigkills']} SIGKILL, {result['sigterms']} SIGTERM, {result['crashes']} crashed)")
+    log(f"  lost {result['lost']}  duplicates {result['duplicates']} ({result['duplicate_deliveries']} extra "
+        f"deliveries)  failed deliveries {result['failed_deliveries']}  redeliveries after failure "
+        f"{result['redeliveries_after_failure']}  left in queue {result['left_in_queue']}")
+    log(f"  RSS after warm-up {result['rss_start_kb']} kB, at the end {result['rss_end_kb']} kB "
+        f"(x{result['rss_end_vs_start']}); largest growth within one daemon's life x"
+        f"{result['rss_growth_within_a_life_max']}")
+    log(f"  every SIGTERM exited 0: {result['sigterm_exit_codes_all_0']} "
+        f"(slowest stop {result['sigterm_stop_seconds_max']:.1f}s)")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--rate", type=float, default=350.0, help="messages fed per second; 0 loads all first")
+    parser.add_argument("--failure-rate", type=float, default=0.10)
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--sink-delay-ms", type=float, default=5.0, help="mean time the sink takes per delivery")
+    parser.add_argument("--visibility-timeout", type=int, default=10)
+    parser.add_argument("--min-restart", type=float, default=20.0)
+    parser.add_argument("--max-restart", type=float, default=40.0)
+    parser.add_argument("--warmup", type=float, default=8.0, help="seconds after a start before RSS is taken")
+    parser.add_argument("--seed", type=int, default=2024)
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--daemon-arg", action="append", default=[], help="extra bin/workerless argument")
+    parser.add_argument("--json", type=Path, default=RESULTS / "soak-latest.json")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    soak = Soak(options)
+    try:
+        result = soak.run()
+    finally:
+        soak.close()
+    options.json.parent.mkdir(parents=True, exist_ok=True)
+    options.json.write_text(json.dumps(result, indent=2) + "\n")
+    print_summary(result)
+    log(f"  written to {options.json}")
+    healthy = result["lost"] == 0 and result["left_in_queue"] == 0 and result["sigterm_exit_codes_all_0"]
+    return 0 if healthy and not result["timed_out"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
