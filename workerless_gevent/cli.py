@@ -20,7 +20,7 @@ Options:
   --sleep=S                  Seconds to pause after an empty long poll.
   --name=NAME                Send metrics to CloudWatch namespace Workerless-NAME.
   --metrics-interval=S       Seconds between CloudWatch flushes.
-  --status=HOST:PORT         Serve /healthz, /metrics and /status here.
+  --status=HOST:PORT         Serve /healthz, /metrics and /status here (a bare PORT is on loopback).
   --drain                    Exit once every queue is empty and nothing is in flight.
   --max-messages=N           Exit after N deliveries.
   --log-format=FORMAT        text | json.

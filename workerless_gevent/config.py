@@ -227,8 +227,10 @@ def _metrics_interval(table: Table) -> int:
 
 def _status_listen(table: Table) -> str | None:
     listen = table.optional_string("listen")
+    if listen is not None and listen.isdigit():
+        listen = f"127.0.0.1:{listen}"  # a bare port stays on loopback
     if listen is not None and not (re.fullmatch(r"[^:\s]+:\d{1,5}", listen) and int(listen.rsplit(":", 1)[1]) <= 65535):
-        raise table.fail("listen", "must be HOST:PORT", listen)
+        raise table.fail("listen", "must be HOST:PORT or PORT", listen)
     table.finish()
     return listen
 

@@ -204,8 +204,8 @@ def test_flag_replaces_a_bad_toml_value(tmp_path: Path) -> None:
         pytest.param({}, {"metrics_interval": "0"},
                      "--metrics-interval: metrics.interval: must be an integer from 1 to 86400 (got 0)",
                      id="metrics-interval"),
-        pytest.param({}, {"status": "9100"},
-                     '--status: status.listen: must be HOST:PORT (got "9100")', id="status"),
+        pytest.param({}, {"status": "nine"},
+                     '--status: status.listen: must be HOST:PORT or PORT (got "nine")', id="status"),
         pytest.param({}, {"name": "my app"},
                      '--name: name: must be letters, digits and . - _ / # (CloudWatch namespace) (got "my app")',
                      id="name"),
@@ -320,3 +320,8 @@ def test_strategy_for_spec(weights: list[int | None], strategy: str) -> None:
 def test_coerce(value: object, kind: type, expected: object) -> None:
     assert coerce(value, kind) == expected
     assert type(coerce(value, kind)) is type(expected)
+
+
+def test_a_bare_status_port_listens_on_loopback(tmp_path: Path) -> None:
+    config = load_config(None, {}, {"queues": "payments", "http": "http://127.0.0.1:8080/", "status": "9100"})
+    assert config.status_listen == "127.0.0.1:9100"
