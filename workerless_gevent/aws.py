@@ -11,6 +11,7 @@ import botocore.exceptions
 
 from .config import Config, LambdaTargetConfig
 from .errors import StartupError
+from .sqs_wire import SqsWire, proxy_for
 
 AWS_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
 
@@ -22,6 +23,7 @@ class Clients:
     cloudwatch: Any | None
     region: str
     dynamodb: Any | None = None  # only with a [periodic] claims_table
+    sqs_wire: SqsWire | None = None  # the hot SQS calls without botocore's client (None: use `sqs`)
 
 
 def build_clients(config: Config) -> Clients:
@@ -29,18 +31,27 @@ def build_clients(config: Config) -> Clients:
     session = boto3.session.Session(profile_name=config.aws.profile, region_name=config.aws.region)
     region = session.region_name or "us-east-1"
     endpoint = {"endpoint_url": config.aws.endpoint_url} if config.aws.endpoint_url else {}
+    sqs_pool = config.concurrency + len(config.queues) * 2 + 10
+    sqs_read_timeout = max(config.polling.poll_for + 10, 30)
     sqs = session.client(
         "sqs",
         region_name=region,
         config=botocore.config.Config(
-            max_pool_connections=config.concurrency + len(config.queues) * 2 + 10,
+            max_pool_connections=sqs_pool,
             connect_timeout=5,
-            read_timeout=max(config.polling.poll_for + 10, 30),
+            read_timeout=sqs_read_timeout,
             tcp_keepalive=True,
             retries={"mode": "standard", "total_max_attempts": 3},
         ),
         **endpoint,
     )
+    # Receive, delete and visibility batches go on the wire, on the endpoint, region and credentials
+    # the client resolved; botocore's proxy support is not repeated there, so behind a proxy they stay on it.
+    sqs_wire = None
+    if proxy_for(sqs.meta.endpoint_url) is None:
+        sqs_wire = SqsWire.for_client(sqs, session.get_credentials(), concurrency=sqs_pool,
+                                      read_timeout=sqs_read_timeout, connect_timeout=5,
+                                      ca_bundle=session._session.get_config_variable("ca_bundle"))
     lambda_timeouts = [t.timeout for t in config.targets.values() if isinstance(t, LambdaTargetConfig)]
     lambda_ = None
     if lambda_timeouts:
@@ -76,7 +87,8 @@ def build_clients(config: Config) -> Clients:
             ),
             **endpoint,
         )
-    return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb)
+    return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb,
+                   sqs_wire=sqs_wire)
 
 
 def error_code(error: BaseException) -> str:

@@ -15,6 +15,7 @@ import gevent.event
 from .aws import AWS_ERRORS, describe_error, error_code
 from .config import QueueConfig
 from .message import Message
+from .sqs_wire import SqsWire
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +35,11 @@ class BatchEntry:
 class SqsQueue:
     """A resolved queue and its two coalescing batchers (deletes, visibility changes)."""
 
-    def __init__(self, sqs: Any, config: QueueConfig, url: str, arn: str, count: Callable[[str, str], None]) -> None:
+    def __init__(self, sqs: Any, config: QueueConfig, url: str, arn: str, count: Callable[[str, str], None],
+                 wire: SqsWire | None = None) -> None:
         self.sqs = sqs
+        # receive, delete and visibility batches: an sqs_wire.SqsWire when given, else the boto3 client
+        self.hot: Any = sqs if wire is None else wire
         self.config = config
         self.name = config.name
         self.url = url
@@ -49,7 +53,7 @@ class SqsQueue:
 
     def receive(self, max_messages: int, wait_seconds: int) -> list[Message]:
         self.count(self.name, "SqsRequests")
-        response = self.sqs.receive_message(
+        response = self.hot.receive_message(
             QueueUrl=self.url,
             MaxNumberOfMessages=max_messages,
             WaitTimeSeconds=wait_seconds,
@@ -118,8 +122,11 @@ class SqsQueue:
             try:
                 response = self._call(kind, chunk)
             except AWS_ERRORS as error:
+                text = describe_error(error)
+                for entry in chunk:
+                    text = text.replace(entry.message.receipt_handle, "<receipt handle>")
                 logger.warning("queue=%s %s batch of %d failed (attempt %d): %s",
-                               self.name, kind, len(chunk), attempt + 1, describe_error(error))
+                               self.name, kind, len(chunk), attempt + 1, text)
                 if is_sender_fault(error):
                     break  # the same request would fail the same way
                 gevent.sleep(0.2 * 2**attempt)
@@ -135,12 +142,12 @@ class SqsQueue:
         self.count(self.name, "SqsRequests")
         if kind == "delete":
             handles = [{"Id": str(i), "ReceiptHandle": e.message.receipt_handle} for i, e in enumerate(chunk)]
-            return dict(self.sqs.delete_message_batch(QueueUrl=self.url, Entries=handles))
+            return dict(self.hot.delete_message_batch(QueueUrl=self.url, Entries=handles))
         entries: list[dict[str, Any]] = [
             {"Id": str(i), "ReceiptHandle": e.message.receipt_handle, "VisibilityTimeout": e.visibility_timeout_seconds}
             for i, e in enumerate(chunk)
         ]
-        return dict(self.sqs.change_message_visibility_batch(QueueUrl=self.url, Entries=entries))
+        return dict(self.hot.change_message_visibility_batch(QueueUrl=self.url, Entries=entries))
 
     def _report_failures(self, kind: str, chunk: list[BatchEntry], failed: list[dict[str, Any]]) -> list[BatchEntry]:
         """Log and count partial failures; return the entries worth one more try."""
@@ -155,8 +162,10 @@ class SqsQueue:
             elif not failure.get("SenderFault", False):
                 retry.append(entry)
             else:
+                # SQS quotes the receipt handle in some of these messages; handles stay out of the log.
+                text = str(failure.get("Message", "")).replace(entry.message.receipt_handle, "<receipt handle>")
                 logger.warning("queue=%s message=%s %s failed: %s %s", self.name,
-                               entry.message.message_id, kind, code, failure.get("Message", ""))
+                               entry.message.message_id, kind, code, text)
         return retry
 
 

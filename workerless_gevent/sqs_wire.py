@@ -1,0 +1,248 @@
+"""The three hot SQS calls without botocore's client: AWS JSON 1.0 over geventhttpclient.
+
+ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch are nearly all of the daemon's
+SQS traffic, and a botocore client call costs 1-2 ms of CPU (parameter validation, event hooks,
+model-driven serializing and parsing). `SqsWire` builds the JSON body itself, signs it with
+botocore's own `SigV4Auth` and the session's (refreshable) credentials, sends it on one
+geventhttpclient pool to the client's endpoint, and parses the answer with `json.loads`.
+
+It stands in for the boto3 client on those three methods only, with the same keyword arguments
+and the same result shapes: binary message attributes come back as bytes, as botocore decodes
+them. Errors keep botocore's types so callers need not know which path ran: an error answer
+raises `ClientError` (the client's modeled subclass when known) with a botocore-shaped response,
+and a connection failure or timeout raises a `BotoCoreError` (see `aws.AWS_ERRORS`). There is no
+retry here beyond one immediate resend when a pooled connection turns out to be closed before
+any answer; callers retry the way they do for the boto3 client.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import sys
+import time
+import urllib.parse
+import urllib.request
+from http.client import HTTPException
+from typing import Any
+
+import botocore
+import botocore.auth
+import botocore.awsrequest
+import botocore.exceptions
+from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPConnectionClosed
+
+from . import __version__
+
+JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
+TARGET_PREFIX = "AmazonSQS."
+SIGNING_NAME = "sqs"
+USER_AGENT = (f"workerless/{__version__} botocore/{botocore.__version__} "
+              f"python/{sys.version_info.major}.{sys.version_info.minor}")
+
+# Only members of botocore's model are kept, and nulls are dropped, as botocore's parser does.
+MESSAGE_KEYS = ("MessageId", "ReceiptHandle", "MD5OfBody", "Body", "Attributes", "MD5OfMessageAttributes",
+                "MessageAttributes")
+ATTRIBUTE_VALUE_KEYS = ("StringValue", "BinaryValue", "StringListValues", "BinaryListValues", "DataType")
+
+# A pooled connection the server closed while it sat idle fails like this before any answer.
+STALE_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    HTTPConnectionClosed, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
+
+
+class SqsWire:
+    """One HTTP pool to the SQS endpoint, shared by every greenlet; build it before spawning any."""
+
+    def __init__(self, endpoint_url: str, region: str, credentials: Any, *, concurrency: int, read_timeout: float,
+                 connect_timeout: float = 5.0, exceptions: Any = None, ca_bundle: str | None = None) -> None:
+        parts = urllib.parse.urlsplit(endpoint_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"SQS endpoint URL must be http(s)://host[:port]: {endpoint_url!r}")
+        self.endpoint_url = endpoint_url
+        self.region = region
+        self.credentials = credentials  # botocore Credentials (refreshable or not), or None
+        self.exceptions = exceptions  # the boto3 client's `exceptions`, to raise its modeled errors
+        self.read_timeout = read_timeout
+        self.connect_timeout = connect_timeout
+        self.path = parts.path or "/"
+        self.host = host_header(parts)
+        self.url = f"{parts.scheme}://{parts.netloc}{self.path}"  # what is signed
+        options: dict[str, Any] = {"ssl_options": {"ca_certs": ca_bundle}} if ca_bundle else {}
+        self.http = HTTPClient.from_url(endpoint_url, concurrency=concurrency, connection_timeout=connect_timeout,
+                                        network_timeout=read_timeout, headers={"User-Agent": USER_AGENT}, **options)
+
+    @classmethod
+    def for_client(cls, sqs: Any, credentials: Any, *, concurrency: int, read_timeout: float,
+                   connect_timeout: float = 5.0, ca_bundle: str | None = None) -> SqsWire:
+        """The endpoint and region a boto3 SQS client resolved (AWS_ENDPOINT_URL[_SQS], endpoint_url, region)."""
+        return cls(sqs.meta.endpoint_url, sqs.meta.region_name, credentials, concurrency=concurrency,
+                   read_timeout=read_timeout, connect_timeout=connect_timeout, exceptions=sqs.exceptions,
+                   ca_bundle=ca_bundle)
+
+    def close(self) -> None:
+        self.http.close()
+
+    # ---------------------------------------------------------------- the boto3-shaped calls
+
+    def receive_message(self, *, QueueUrl: str, MaxNumberOfMessages: int | None = None,
+                        WaitTimeSeconds: int | None = None, VisibilityTimeout: int | None = None,
+                        MessageSystemAttributeNames: list[str] | None = None,
+                        MessageAttributeNames: list[str] | None = None,
+                        ReceiveRequestAttemptId: str | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"QueueUrl": QueueUrl}
+        for key, value in (("MaxNumberOfMessages", MaxNumberOfMessages), ("WaitTimeSeconds", WaitTimeSeconds),
+                           ("VisibilityTimeout", VisibilityTimeout),
+                           ("MessageSystemAttributeNames", MessageSystemAttributeNames),
+                           ("MessageAttributeNames", MessageAttributeNames),
+                           ("ReceiveRequestAttemptId", ReceiveRequestAttemptId)):
+            if value is not None:
+                params[key] = value
+        response = self.call("ReceiveMessage", params)
+        messages = response.get("Messages")
+        if messages is not None:
+            response["Messages"] = [parse_message(raw) for raw in messages if isinstance(raw, dict)]
+        return response
+
+    def delete_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        return self.call("DeleteMessageBatch", {"QueueUrl": QueueUrl, "Entries": Entries})
+
+    def change_message_visibility_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        return self.call("ChangeMessageVisibilityBatch", {"QueueUrl": QueueUrl, "Entries": Entries})
+
+    # ---------------------------------------------------------------- one request
+
+    def call(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        """POST one JSON request; the parsed answer with ResponseMetadata, or a botocore exception."""
+        body = json.dumps(params, separators=(",", ":")).encode("utf-8")
+        headers = self.sign(action, body)
+        started = time.monotonic()
+        try:
+            response = self.send(body, headers)
+            data = response.read()
+        except (OSError, HTTPException, RuntimeError) as error:
+            raise self.connection_error(error, started) from error
+        status = response.status_code
+        if status >= 300:
+            raise self.client_error(action, status, response, data)
+        try:
+            parsed = json.loads(data) if data else {}
+        except ValueError as error:
+            raise botocore.exceptions.HTTPClientError(error=f"{action}: answer is not JSON: {error}") from None
+        if not isinstance(parsed, dict):
+            raise botocore.exceptions.HTTPClientError(error=f"{action}: answer is not a JSON object")
+        if None in parsed.values():  # botocore leaves out members that came back null
+            parsed = {key: value for key, value in parsed.items() if value is not None}
+        metadata: dict[str, Any] = {"HTTPStatusCode": status}
+        request_id = response.get("x-amzn-requestid")
+        if isinstance(request_id, str):
+            metadata["RequestId"] = request_id
+        parsed["ResponseMetadata"] = metadata
+        return parsed
+
+    def sign(self, action: str, body: bytes) -> dict[str, str]:
+        """The request's headers, with SigV4 added by botocore over the host, target and body."""
+        credentials = self.credentials
+        if credentials is None:
+            raise botocore.exceptions.NoCredentialsError()
+        request = botocore.awsrequest.AWSRequest(method="POST", url=self.url, data=body, headers={
+            "Host": self.host,
+            "X-Amz-Target": TARGET_PREFIX + action,
+            "Content-Type": JSON_CONTENT_TYPE,
+            "x-amzn-query-mode": "true",  # SQS is awsQueryCompatible: error codes come as x-amzn-query-error
+        })
+        botocore.auth.SigV4Auth(credentials.get_frozen_credentials(), SIGNING_NAME, self.region).add_auth(request)
+        return dict(request.headers.items())
+
+    def send(self, body: bytes, headers: dict[str, str]) -> Any:
+        """POST on a pooled connection; resend once at once if that connection was found dead."""
+        try:
+            return self.http.request("POST", self.path, body=body, headers=headers)
+        except STALE_CONNECTION_ERRORS:
+            pass  # closed before any answer (a keep-alive connection the server dropped): once more, on a new one
+        return self.http.request("POST", self.path, body=body, headers=headers)
+
+    def connection_error(self, error: BaseException, started: float) -> botocore.exceptions.BotoCoreError:
+        url = self.endpoint_url
+        if isinstance(error, (*STALE_CONNECTION_ERRORS, ConnectionAbortedError, HTTPException)):
+            return botocore.exceptions.ConnectionClosedError(endpoint_url=url, error=error)
+        if isinstance(error, TimeoutError):
+            # A read timeout needs read_timeout seconds of silence; anything sooner was the connect.
+            if self.connect_timeout < self.read_timeout and time.monotonic() - started < self.read_timeout:
+                return botocore.exceptions.ConnectTimeoutError(endpoint_url=url, error=error)
+            return botocore.exceptions.ReadTimeoutError(endpoint_url=url, error=error)
+        if isinstance(error, ssl.SSLError):
+            return botocore.exceptions.SSLError(endpoint_url=url, error=error)
+        if isinstance(error, OSError):  # refused, unreachable, DNS
+            return botocore.exceptions.EndpointConnectionError(endpoint_url=url, error=error)
+        return botocore.exceptions.HTTPClientError(error=error)
+
+    def client_error(self, action: str, status: int, response: Any, data: bytes) -> botocore.exceptions.ClientError:
+        """botocore's JSON error parsing, query-compatible codes included, and its modeled exception class."""
+        try:
+            body = json.loads(data) if data else {}
+        except ValueError:
+            body = {"message": data.decode("utf-8", "replace")}
+        if not isinstance(body, dict):
+            body = {}
+        headers = {str(name).lower(): str(value) for name, value in response.items()}
+        error: dict[str, Any] = {"Message": body.get("message", body.get("Message", "")), "Code": ""}
+        code = str(body.get("__type") or status)
+        if ":" in code:
+            code = code.split(":", 1)[0]
+        if "#" in code:
+            code = code.rsplit("#", 1)[1]
+        query_error = headers.get("x-amzn-query-error", "").split(";")
+        if len(query_error) == 2 and query_error[0]:
+            error["QueryErrorCode"] = code
+            error["Type"] = query_error[1]
+            code = query_error[0]
+        error["Code"] = code
+        metadata: dict[str, Any] = {"HTTPStatusCode": status, "HTTPHeaders": headers}
+        if "x-amzn-requestid" in headers:
+            metadata["RequestId"] = headers["x-amzn-requestid"]
+        parsed = {"Error": error, "ResponseMetadata": metadata}
+        error_class = botocore.exceptions.ClientError
+        if self.exceptions is not None:  # SQS's modeled exceptions go by shape name (QueryErrorCode), as in botocore
+            error_class = self.exceptions.from_code(error.get("QueryErrorCode") or code)
+        result: botocore.exceptions.ClientError = error_class(parsed, action)
+        return result
+
+
+def parse_message(raw: dict[str, Any]) -> dict[str, Any]:
+    """One message as botocore returns it: model members only, binary attribute values as bytes."""
+    message = {key: raw[key] for key in MESSAGE_KEYS if raw.get(key) is not None}
+    attributes = message.get("MessageAttributes")
+    if attributes:
+        message["MessageAttributes"] = {name: parse_attribute_value(value) for name, value in attributes.items()
+                                        if isinstance(value, dict)}
+    return message
+
+
+def parse_attribute_value(raw: dict[str, Any]) -> dict[str, Any]:
+    value = {key: raw[key] for key in ATTRIBUTE_VALUE_KEYS if raw.get(key) is not None}
+    if "BinaryValue" in value:
+        value["BinaryValue"] = base64.b64decode(value["BinaryValue"])
+    if "BinaryListValues" in value:
+        value["BinaryListValues"] = [base64.b64decode(item) for item in value["BinaryListValues"]]
+    return value
+
+
+def host_header(parts: urllib.parse.SplitResult) -> str:
+    """The Host botocore signs: lower-case host, IPv6 in brackets, the port unless it is the default."""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    if parts.port is not None and parts.port != {"http": 80, "https": 443}.get(parts.scheme):
+        host = f"{host}:{parts.port}"
+    return host
+
+
+def proxy_for(endpoint_url: str) -> str | None:
+    """The proxy that botocore would use for this endpoint (HTTP(S)_PROXY unless NO_PROXY), if any."""
+    parts = urllib.parse.urlsplit(endpoint_url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy
