@@ -102,7 +102,7 @@ class Daemon:
             while len(self.in_flight) >= self.config.concurrency and not self.stopping.is_set():
                 self.slot_freed.clear()
                 gevent.wait([self.slot_freed, self.stopping], count=1)
-            work = self.poller.wait_for_work()
+            work = self.poller.wait_for_work(self.config.concurrency - len(self.in_flight))
             if work is None:
                 break
             self.in_flight.add(work)

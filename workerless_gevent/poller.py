@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
+import gevent.pool
 
 from .aws import AWS_ERRORS, describe_error, error_code
 from .message import Message
@@ -25,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 CREDENTIAL_CODES = ("SignatureDoesNotMatch", "InvalidClientTokenId", "RequestExpired", "InvalidSignatureException",
                     "AccessDenied", "AccessDeniedException", "ExpiredToken", "UnrecognizedClientException")
+
+MAX_RECEIVES_PER_QUEUE = 8
 
 Admit = Callable[[SqsQueue, list[Message]], list[Message]]
 
@@ -39,6 +42,8 @@ class QueueState:
     watcher: gevent.Greenlet | None = None
     busy_groups: set[str] = field(default_factory=set)
     failures: int = 0
+    receiving: int = 0  # short receives in flight
+    receive_width: int = 1  # how many may be in flight at once
     is_drained: bool = False
 
     @property
@@ -64,9 +69,10 @@ class Poller:
         self.stopping = stopping
         self.admit = admit
         self.wake = gevent.event.Event()
+        self.receivers = gevent.pool.Group()
         self.tick = 0
 
-    def wait_for_work(self) -> Work | None:
+    def wait_for_work(self, free_slots: int = 1) -> Work | None:
         """Block until some queue, in a fresh strategy order, has work; None once stopping."""
         while not self.stopping.is_set():
             self.wake.clear()
@@ -74,10 +80,13 @@ class Poller:
             self.tick += 1
             pause_seconds = [state.is_paused() for state in order]
             for state, paused in zip(order, pause_seconds):
-                if paused <= 0:
-                    work = self._take(state) or self._receive_now(state)
-                    if work is not None:
-                        return work
+                if paused > 0:
+                    continue
+                work = self._take(state)
+                if work is not None:
+                    return work
+                if self._receive_for(state, free_slots):
+                    break  # its messages are on their way: queues after it wait, so priority holds
             waits = [seconds for seconds in pause_seconds if seconds > 0]
             gevent.wait([self.wake, self.stopping], count=1, timeout=min(waits) if waits else None)
         return None
@@ -101,6 +110,7 @@ class Poller:
         hide its messages for a visibility timeout; so while deliveries drain, watchers may finish
         their poll (the loop ends since stopping is set) and what they got is handed back later.
         """
+        self.receivers.join(timeout=5)  # short receives: let them land so their messages are released
         if cancel_watchers:
             watchers = [state.watcher for state in self.states if state.watcher is not None]
             gevent.killall(watchers, block=True, timeout=2)
@@ -136,18 +146,40 @@ class Poller:
                 break
         return Work(state, taken) if taken else None
 
-    def _receive_now(self, state: QueueState) -> Work | None:
+    def _receive_for(self, state: QueueState, free_slots: int) -> bool:
+        """Start receives on an emptied ready queue, one per batch the free slots can take at once
+        (one round trip per batch would cap a queue at 10 messages per SQS latency); True while
+        any is in flight."""
         if not state.is_ready or state.buffer or state.watcher is not None:
-            return None
+            return False  # a buffer held back by busy FIFO groups is the one batch we keep
+        wanted = min(state.receive_width, -(-free_slots * state.take_size // self.batch_size))
+        while state.receiving < wanted:
+            state.receiving += 1
+            self.receivers.spawn(self._receive_now, state)
+        return state.receiving > 0
+
+    def _receive_now(self, state: QueueState) -> None:
         try:
             messages = self._receive(state, 0)
         except AWS_ERRORS as error:
             logger.warning("queue=%s receive failed, watching it instead: %s", state.queue.name, describe_error(error))
             messages = []
+        except Exception:  # the watcher takes over, with its backoff
+            logger.error("queue=%s receive raised unexpectedly, watching it instead", state.queue.name, exc_info=True)
+            messages = []
+        finally:
+            state.receiving -= 1
+        # Full batches mean a backlog: widen to more receives at once; a short one narrows back to one.
+        full = len(messages) >= self.batch_size
+        state.receive_width = min(MAX_RECEIVES_PER_QUEUE, state.receive_width * 2) if full else 1
         if not messages:
-            self._go_idle(state)
-            return None
-        return self._take(state)
+            state.is_ready = False  # no more receives on it; the last one in flight decides what next
+        if not state.receiving and not state.is_ready and state.watcher is None:
+            if state.buffer:
+                state.is_ready = True  # another receive brought messages: try again once they are taken
+            elif not self.stopping.is_set():
+                self._go_idle(state)
+        self.wake.set()
 
     def _receive(self, state: QueueState, wait_seconds: int) -> list[Message]:
         messages = state.queue.receive(self.batch_size, wait_seconds)
@@ -166,6 +198,10 @@ class Poller:
             try:
                 messages = self._receive(state, self.poll_for_seconds)
             except AWS_ERRORS as error:
+                self._back_off(state, error)
+                continue
+            except Exception as error:  # a malformed reply or a bug must not silence this queue for good
+                logger.error("queue=%s receive raised unexpectedly", state.queue.name, exc_info=True)
                 self._back_off(state, error)
                 continue
             if state.failures:
