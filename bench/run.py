@@ -537,6 +537,7 @@ def summarize_profile(path: Path, cpu_us_per_msg: float | None, top: int = 15) -
     own: dict[str, int] = {}
     inclusive: dict[str, int] = {}
     areas: dict[str, int] = {}
+    wire: dict[str, int] = {}
     total = 0
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -550,6 +551,9 @@ def summarize_profile(path: Path, cpu_us_per_msg: float | None, top: int = 15) -
             inclusive[frame] = inclusive.get(frame, 0) + count
         area = classify(frames)
         areas[area] = areas.get(area, 0) + count
+        part = wire_part(frames)
+        if part is not None:
+            wire[part] = wire.get(part, 0) + count
 
     def table(counts: dict[str, int]) -> list[dict[str, Any]]:
         ranked = sorted(counts.items(), key=lambda item: -item[1])[:top]
@@ -559,7 +563,8 @@ def summarize_profile(path: Path, cpu_us_per_msg: float | None, top: int = 15) -
     ours = {k: v for k, v in inclusive.items() if ("workerless_gevent" in k or "baseline.py" in k)
             and not k.startswith(("<module>", "main ", "run ", "Daemon.run "))}
     return {"samples": total, "cpu_us_per_msg": cpu_us_per_msg, "by_area": table(areas),
-            "top_self": table(own), "top_inclusive_own_code": table(ours)}
+            "top_self": table(own), "top_inclusive_own_code": table(ours),
+            "sqs_wire_parts": table(wire)}
 
 
 def frame_name(frame: str) -> str:
@@ -572,18 +577,70 @@ def frame_name(frame: str) -> str:
     return f"{name} ({location})" if location else name
 
 
+# The daemon's hot SQS calls (workerless_gevent/sqs_wire.py): the SqsWire method names the action.
+WIRE_FILE = "workerless_gevent/sqs_wire.py"
+WIRE_ACTIONS = {"receive_message": "ReceiveMessage", "delete_message_batch": "DeleteMessageBatch",
+                "change_message_visibility_batch": "ChangeMessageVisibilityBatch"}
+# Frames that only SqsWire.sign reaches in the daemon: botocore's SigV4 and its request/credentials helpers.
+SIGNING_FILES = ("botocore/auth.py", "botocore/awsrequest.py", "botocore/credentials.py", "botocore/compat.py",
+                 "botocore/utils.py")
+# The POST to the app: the daemon's HTTP target, or the baseline's slot loop.
+POST_FILES = ("workerless_gevent/targets/http.py", "baseline.py")
+
+
+def function_of(frame: str) -> str:
+    """'SqsWire.receive_message (workerless_gevent/sqs_wire.py:96)' -> 'receive_message'."""
+    return frame.split(" (", 1)[0].rsplit(".", 1)[-1]
+
+
 def classify(frames: list[str]) -> str:
-    """The area a sample belongs to: which SQS call (named by its caller), the POST, or our own code."""
+    """The area a sample belongs to: which SQS call (named by its action or its caller), the POST to the
+    app, or our own code.
+
+    The daemon's receive, delete and visibility batches go through sqs_wire.SqsWire (botocore's SigV4 +
+    geventhttpclient + json), so a sample anywhere under a sqs_wire.py frame, its signing and its
+    geventhttpclient request included, counts to that SQS action, not to the POST. Other botocore
+    samples are client calls (the daemon's start-up calls; every SQS call of the baseline), named by
+    their caller. geventhttpclient under targets/http.py (or the baseline's slot) is the POST."""
     for index, frame in enumerate(frames):
+        if WIRE_FILE in frame:
+            action = next((WIRE_ACTIONS[function_of(f)] for f in frames[index:] if WIRE_FILE in f
+                           and function_of(f) in WIRE_ACTIONS), "call, action not in the stack")
+            caller = frames[index - 1] if index else "?"
+            return f"SQS {action} via sqs_wire, from {caller}"
         if "botocore/" in frame:
+            ours = [f for f in frames[index:] if "botocore/" in f]
+            if index == 0 and any("botocore/auth.py" in f for f in ours) \
+                    and all(any(marker in f for marker in SIGNING_FILES) for f in ours):
+                return "SigV4 signing (botocore.auth), the SQS call above it not in the stack"
             caller = frames[index - 1] if index else "?"
             return f"SQS call via botocore, from {caller}"
     if any("geventhttpclient/" in frame for frame in frames):
-        return "HTTP POST (geventhttpclient)"
+        if any(marker in frame for frame in frames for marker in POST_FILES):
+            return "HTTP POST to the app (geventhttpclient)"
+        return "geventhttpclient, caller not in the stack"
     own = [frame for frame in frames if "workerless_gevent/" in frame or "baseline.py" in frame]
     if own:
         return "own code: " + own[-1].split(" (")[0]
     return "gevent hub, switching, I/O wait wake-ups" if any("gevent" in frame for frame in frames) else "other"
+
+
+def wire_part(frames: list[str]) -> str | None:
+    """Inside a sqs_wire call, where the time goes: signing, the HTTP exchange, JSON, parsing, the rest."""
+    start = next((index for index, frame in enumerate(frames) if WIRE_FILE in frame), None)
+    if start is None:
+        return None
+    inner = frames[start:]
+    wire_functions = [function_of(f) for f in inner if WIRE_FILE in f]
+    if "sign" in wire_functions or any(marker in f for f in inner for marker in SIGNING_FILES):
+        return "SigV4 signing (SqsWire.sign: botocore AWSRequest + SigV4Auth)"
+    if "send" in wire_functions or any("geventhttpclient/" in f for f in inner):
+        return "HTTP request and response (SqsWire.send, response.read: geventhttpclient)"
+    if any(f.startswith(("dumps ", "loads ")) or "json/" in f for f in inner):
+        return "JSON encode/decode (json.dumps, json.loads)"
+    if "parse_message" in wire_functions or "parse_attribute_value" in wire_functions:
+        return "parse_message (model members, binary attributes)"
+    return "SqsWire own code (call, headers, metadata)"
 
 
 # ---------------------------------------------------------------- report
@@ -751,6 +808,11 @@ def print_report(results: dict[str, Any]) -> None:
         for row in profile["by_area"][:10]:
             us = f"{row['us_per_msg']:6.1f} us/msg" if row["us_per_msg"] is not None else ""
             print(f"  {row['share']:6.1%}  {us}  {row['function']}")
+        if profile.get("sqs_wire_parts"):
+            print("  within the sqs_wire calls (share of all samples):")
+            for row in profile["sqs_wire_parts"]:
+                us = f"{row['us_per_msg']:6.1f} us/msg" if row["us_per_msg"] is not None else ""
+                print(f"    {row['share']:6.1%}  {us}  {row['function']}")
     print()
 
 

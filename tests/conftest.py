@@ -7,14 +7,17 @@ if not monkey.is_module_patched("socket"):  # already done under `python -m geve
 # the statement above comes first. Fixtures start real servers on 127.0.0.1; see tests/support.
 
 import os  # noqa: E402
+import uuid  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+import botocore.exceptions  # noqa: E402
 import pytest  # noqa: E402
 
 from tests.support import (  # noqa: E402
     REPO_ROOT,
+    CountingProxy,
     Daemon,
     FakeLambda,
     HttpApp,
@@ -50,6 +53,15 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer
 def moto_endpoint(moto_server: MotoServer) -> str:
     """The moto server URL, e.g. "http://127.0.0.1:PORT"."""
     return moto_server.url
+
+
+@pytest.fixture
+def counting_proxy(moto_endpoint: str) -> Iterator[CountingProxy]:
+    """A reverse proxy in front of moto that records every AWS request; aim AWS_ENDPOINT_URL here."""
+    proxy = CountingProxy(moto_endpoint)
+    proxy.start()
+    yield proxy
+    proxy.stop()
 
 
 @pytest.fixture
@@ -95,6 +107,17 @@ def moto_lambda_function(moto_server: MotoServer) -> Iterator[str]:
     moto_server.stop_recording()
     moto_server.drain_lambda_results(name)
     moto_server.client("lambda").delete_function(FunctionName=name)
+
+
+@pytest.fixture
+def claims_table(moto_server: MotoServer) -> Iterator[str]:
+    """A fresh DynamoDB claims-table name; the table is deleted afterwards if anything created it."""
+    name = f"claims-{uuid.uuid4().hex[:10]}"
+    yield name
+    try:
+        moto_server.client("dynamodb").delete_table(TableName=name)
+    except botocore.exceptions.ClientError as error:  # a test that never created it
+        assert error.response["Error"]["Code"] == "ResourceNotFoundException"
 
 
 @pytest.fixture

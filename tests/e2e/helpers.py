@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any
 
-from tests.support import HttpApp
+from tests.support import HttpApp, Queue, write_config
 
 
 def send_batch(sqs: Any, url: str, bodies: list[str], **attributes: Any) -> list[str]:
@@ -27,3 +30,34 @@ def queue_of(app: HttpApp) -> list[str]:
 
 def bodies_of(app: HttpApp) -> list[str]:
     return [request.body.decode("utf-8") for request in list(app.requests)]
+
+
+def status_config(tmp_path: Path, app: HttpApp, queues: list[Queue], **top: Any) -> Path:
+    """A config with the status server on a free port and `queues` going to `app`."""
+    settings = "".join(f"{key} = {value}\n" for key, value in top.items())
+    listed = "".join(f'[[queues]]\nname = "{queue.name}"\nerror_visibility_timeout = 600\n\n' for queue in queues)
+    return write_config(tmp_path, f"""
+concurrency = 4
+{settings}
+[status]
+listen = "127.0.0.1:0"
+
+[metrics]
+interval = 1
+
+[polling]
+poll_for = 1
+
+{listed}[targets.default]
+type = "http"
+url = "{app.url}/work"
+""")
+
+
+def http_get(url: str) -> tuple[int, str, str]:
+    """(status, content type, body) without raising for 4xx/5xx."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["Content-Type"], error.read().decode()

@@ -22,9 +22,9 @@ from tests.support import (
     Daemon,
     MotoServer,
     Queue,
+    build_config_file,
     count_messages,
     wait_until,
-    write_config,
 )
 
 APP_FILES = {
@@ -154,41 +154,23 @@ def results(app: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_django_eb_sqs_worker_tasks_and_periodic_tasks_run_through_workerless(
     django_app: dict[str, Any], daemon: Callable[..., Daemon], aws_env: dict[str, str], sqs: Any,
-    moto_server: MotoServer,
+    moto_server: MotoServer, claims_table: str,
 ) -> None:
     queue: Queue = django_app["queue"]
-    claims_table = f"eb-cron-{uuid.uuid4().hex[:8]}"
-    config = write_config(django_app["dir"], f"""
-        shutdown_timeout = 5
-
-        [polling]
-        poll_for = 1
-
-        [[queues]]
-        name = "{queue.name}"
-
-        [targets.default]
-        type = "http"
-        url = "{django_app["url"]}/sqs/"
-
-        [periodic]
-        file = "cron.yaml"
-        queue = "{queue.name}"
-        claims_table = "{claims_table}"
-        """)
+    config = build_config_file(django_app["dir"], shutdown_timeout=5, queues=[{"name": queue.name}],
+                               targets={"default": {"type": "http", "url": f"{django_app['url']}/sqs/"}},
+                               tables={"periodic": {"file": "cron.yaml", "queue": queue.name,
+                                                    "claims_table": claims_table}})
     enqueued = subprocess.run([sys.executable, str(django_app["dir"] / "enqueue.py")], cwd=django_app["dir"],
                               env=django_app["env"], capture_output=True, text=True, timeout=60)
     assert enqueued.returncode == 0, enqueued.stdout + enqueued.stderr
     assert count_messages(sqs, queue.url) == 1
     proc = daemon(["-c", str(config)], env=aws_env)
-    try:
-        wait_until(lambda: {entry["task"] for entry in results(django_app)} == {"resize_image", "nightly_report"},
-                   timeout=30, message=lambda: f"results {results(django_app)}; log:\n{proc.output()[-3000:]}")
-        wait_until(lambda: count_messages(sqs, queue.url) == 0, timeout=10, message="messages left undeleted")
-        assert proc.stop(timeout=20) == 0
-        slots = moto_server.client("dynamodb").scan(TableName=claims_table)["Items"]
-    finally:
-        moto_server.client("dynamodb").delete_table(TableName=claims_table)
+    wait_until(lambda: {entry["task"] for entry in results(django_app)} == {"resize_image", "nightly_report"},
+               timeout=30, message=lambda: f"results {results(django_app)}; log:\n{proc.output()[-3000:]}")
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, timeout=10, message="messages left undeleted")
+    assert proc.stop(timeout=20) == 0
+    slots = moto_server.client("dynamodb").scan(TableName=claims_table)["Items"]
     resize = [entry for entry in results(django_app) if entry["task"] == "resize_image"]
     assert resize == [{"task": "resize_image",
                        "kwargs": {"image_id": 42, "sizes": [64, 128], "note": "from the web tier"}}]

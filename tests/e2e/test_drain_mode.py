@@ -11,17 +11,17 @@ from typing import Any
 import gevent
 
 from tests.e2e.helpers import send_batch
-from tests.support import Daemon, Queue, RecordedRequest, count_messages, drain_bodies
-from tests.support.faults import FaultyApp, Reply, fault_config, faulty_app_fixture  # noqa: F401 (fixture)
+from tests.support import Daemon, Queue, RecordedRequest, build_config_file, count_messages, drain_bodies
+from tests.support.faults import FaultyApp, Reply, faulty_app_fixture  # noqa: F401 (fixture)
 
 SUMMARY = re.compile(r"workerless stopped: delivered=(\d+) failed=(\d+) received=(\d+) seconds=(\d+\.\d)$", re.MULTILINE)
 
 
 def config_for(tmp_path: Path, app: FaultyApp, queues: list[Queue], concurrency: int = 4,
                **queue_keys: Any) -> Path:
-    return fault_config(tmp_path, concurrency=concurrency, shutdown_timeout=10,
-                        queues=[{"name": queue.name, **queue_keys} for queue in queues],
-                        targets={"default": {"type": "http", "url": f"{app.url}/work"}})
+    return build_config_file(tmp_path, concurrency=concurrency, shutdown_timeout=10,
+                             queues=[{"name": queue.name, **queue_keys} for queue in queues],
+                             targets={"default": {"type": "http", "url": f"{app.url}/work"}})
 
 
 def summary(proc: Daemon) -> tuple[int, int, int, float]:

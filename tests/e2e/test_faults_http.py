@@ -16,16 +16,16 @@ import gevent
 import pytest
 
 from tests.e2e.helpers import send_batch
-from tests.support import Daemon, Queue, RecordedRequest, count_messages, wait_until
-from tests.support.faults import Answer, FaultyApp, Reply, Trickle, fault_config, faulty_app_fixture  # noqa: F401
+from tests.support import Daemon, Queue, RecordedRequest, build_config_file, count_messages, wait_until
+from tests.support.faults import Answer, FaultyApp, Reply, Trickle, faulty_app_fixture  # noqa: F401
 from tests.support.tcp_proxy import TcpProxy
 
 
 def start_daemon(daemon: Callable[..., Daemon], tmp_path: Path, env: dict[str, str], url: str, queue: Queue,
                  concurrency: int = 4, **target_keys: Any) -> Daemon:
-    config = fault_config(tmp_path, concurrency=concurrency, shutdown_timeout=5,
-                          queues=[{"name": queue.name, "error_visibility_timeout": 1}],
-                          targets={"default": {"type": "http", "url": url, **target_keys}})
+    config = build_config_file(tmp_path, concurrency=concurrency, shutdown_timeout=5,
+                               queues=[{"name": queue.name, "error_visibility_timeout": 1}],
+                               targets={"default": {"type": "http", "url": url, **target_keys}})
     proc = daemon(["-c", str(config)], env=env)
     proc.wait_for_output("workerless started", timeout=60)
     return proc

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support import Daemon, FakeLambda, Queue, count_messages, wait_until
-from tests.support.faults import FaultyApp, fault_config, faulty_app_fixture  # noqa: F401 (fixture)
+from tests.support import Daemon, FakeLambda, Queue, build_config_file, count_messages, wait_until
+from tests.support.faults import FaultyApp, faulty_app_fixture  # noqa: F401 (fixture)
 
 KIB = 1024
 
@@ -53,9 +53,9 @@ def test_odd_bodies_are_posted_byte_exact(
     sqs: Any, make_queue: Callable[..., Queue],
 ) -> None:
     queue = make_queue()
-    config = fault_config(tmp_path, concurrency=4, queues=[{"name": queue.name}],
-                          targets={"default": {"type": "http", "url": f"{faulty_app.url}/work",
-                                               "content_type": "text/plain; charset=utf-8"}})
+    config = build_config_file(tmp_path, concurrency=4, queues=[{"name": queue.name}],
+                               targets={"default": {"type": "http", "url": f"{faulty_app.url}/work",
+                                                    "content_type": "text/plain; charset=utf-8"}})
     proc = daemon(["-c", str(config)], env=aws_env)
     proc.wait_for_output("workerless started", timeout=60)
     send_each(sqs, queue.url, ODD_BODIES)
@@ -80,8 +80,8 @@ def test_odd_bodies_reach_lambda_exact(
     sqs: Any, make_queue: Callable[..., Queue],
 ) -> None:
     queue = make_queue()
-    config = fault_config(tmp_path, concurrency=4, queues=[{"name": queue.name}],
-                          targets={"default": {"type": "lambda", "function": "fn-fake", "timeout": 30}})
+    config = build_config_file(tmp_path, concurrency=4, queues=[{"name": queue.name}],
+                               targets={"default": {"type": "lambda", "function": "fn-fake", "timeout": 30}})
     proc = daemon(["-c", str(config)], env={**aws_env, "AWS_ENDPOINT_URL_LAMBDA": fake_lambda.url})
     proc.wait_for_output("workerless started", timeout=60)
     send_each(sqs, queue.url, ODD_BODIES)
@@ -130,8 +130,8 @@ def test_attributes_not_valid_in_headers_are_encoded_or_skipped_never_crash(
     sqs: Any, make_queue: Callable[..., Queue],
 ) -> None:
     queue = make_queue()
-    config = fault_config(tmp_path, concurrency=4, queues=[{"name": queue.name}],
-                          targets={"default": {"type": "http", "url": f"{faulty_app.url}/work"}})
+    config = build_config_file(tmp_path, concurrency=4, queues=[{"name": queue.name}],
+                               targets={"default": {"type": "http", "url": f"{faulty_app.url}/work"}})
     proc = daemon(["-c", str(config)], env=aws_env)
     proc.wait_for_output("workerless started", timeout=60)
     for index, attributes in enumerate(HOSTILE_ATTRIBUTES):

@@ -18,22 +18,22 @@ from tests.support import (
     FakeLambda,
     Invocation,
     Queue,
+    build_config_file,
     count_messages,
     lambda_function_error,
     lambda_throttle,
     wait_until,
 )
-from tests.support.faults import fault_config
 
 SIX_MB = 6 * 1024 * 1024
 
 
 def start_daemon(daemon: Callable[..., Daemon], tmp_path: Path, env: dict[str, str], fake: FakeLambda,
                  queue: Queue, **queue_keys: Any) -> Daemon:
-    config = fault_config(tmp_path, concurrency=4, shutdown_timeout=5,
-                          queues=[{"name": queue.name, "error_visibility_timeout": 1, **queue_keys}],
-                          targets={"default": {"type": "lambda", "function": "fn-fake", "batch_size": 10,
-                                               "timeout": 30}})
+    config = build_config_file(tmp_path, concurrency=4, shutdown_timeout=5,
+                               queues=[{"name": queue.name, "error_visibility_timeout": 1, **queue_keys}],
+                               targets={"default": {"type": "lambda", "function": "fn-fake", "batch_size": 10,
+                                                    "timeout": 30}})
     proc = daemon(["-c", str(config)], env={**env, "AWS_ENDPOINT_URL_LAMBDA": fake.url})
     proc.wait_for_output("workerless started", timeout=60)
     return proc

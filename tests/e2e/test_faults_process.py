@@ -14,12 +14,21 @@ import gevent.event
 import pytest
 
 from tests.e2e.helpers import send_batch
-from tests.support import Daemon, Queue, RecordedRequest, count_messages, drain_bodies, wait_until, write_config
+from tests.support import (
+    Daemon,
+    Queue,
+    RecordedRequest,
+    build_config_file,
+    count_messages,
+    count_visible,
+    drain_bodies,
+    wait_until,
+    write_config,
+)
 from tests.support.faults import (  # noqa: F401 (fixtures)
     FaultyApp,
     FaultySqs,
     Reply,
-    fault_config,
     faulty_app_fixture,
     faulty_sqs_fixture,
     sqs_env_fixture,
@@ -29,9 +38,9 @@ from tests.support.moto import free_port
 
 def config_for(tmp_path: Path, app: FaultyApp, queue: Queue, concurrency: int = 4, shutdown_timeout: int = 5,
                **queue_keys: Any) -> Path:
-    return fault_config(tmp_path, concurrency=concurrency, shutdown_timeout=shutdown_timeout,
-                        queues=[{"name": queue.name, "error_visibility_timeout": 1, **queue_keys}],
-                        targets={"default": {"type": "http", "url": f"{app.url}/work"}})
+    return build_config_file(tmp_path, concurrency=concurrency, shutdown_timeout=shutdown_timeout,
+                             queues=[{"name": queue.name, "error_visibility_timeout": 1, **queue_keys}],
+                             targets={"default": {"type": "http", "url": f"{app.url}/work"}})
 
 
 def holding(hold: gevent.event.Event, first_only: bool = True) -> Callable[[RecordedRequest], Reply]:
@@ -41,11 +50,6 @@ def holding(hold: gevent.event.Event, first_only: bool = True) -> Callable[[Reco
             hold.wait(60)
         return 200, {}, b""
     return respond
-
-
-def visible(sqs: Any, url: str) -> int:
-    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"])
 
 
 def test_kill_9_mid_delivery_loses_nothing_a_restarted_daemon_delivers_it(
@@ -63,7 +67,7 @@ def test_kill_9_mid_delivery_loses_nothing_a_restarted_daemon_delivers_it(
     first.kill()  # SIGKILL: no release, no delete, no goodbye
     killed = time.monotonic()
     # Nobody heartbeats it now: SQS shows it again within one visibility timeout.
-    wait_until(lambda: visible(sqs, queue.url) == 1, 3 + 2, interval=0.1, message="not visible again")
+    wait_until(lambda: count_visible(sqs, queue.url) == 1, 3 + 2, interval=0.1, message="not visible again")
     print(f"visible again {time.monotonic() - killed:.1f}s after kill -9 (visibility_timeout=3)")
     second = daemon(["-c", str(config)], env=aws_env)
     wait_until(lambda: len(faulty_app.succeeded_bodies()) == 1, 30,
@@ -95,7 +99,7 @@ def test_sigterm_mid_delivery_finishes_it_releases_the_buffer_and_exits_0(
     proc.send_signal(signal.SIGTERM)
     proc.wait_for_output("stopping (SIGTERM)", timeout=10)
     # the four buffered messages are released at once (their visibility timeout is 300 s)
-    wait_until(lambda: visible(sqs, queue.url) == 4, 10, interval=0.1, message="buffer not released")
+    wait_until(lambda: count_visible(sqs, queue.url) == 4, 10, interval=0.1, message="buffer not released")
     assert proc.alive()  # still waiting for the delivery in flight
     hold.set()
     assert proc.wait_exit(timeout=30) == 0
@@ -124,7 +128,7 @@ def test_sigterm_with_a_delivery_outlasting_the_grace_period_releases_it(
     assert proc.wait_exit(timeout=20) == 0
     assert time.monotonic() - stopped < 2 + 6  # grace period, then kill, release and flush
     assert "still running after the grace period; releasing them" in proc.output()
-    assert visible(sqs, queue.url) == 1  # released at once, not after 300 s
+    assert count_visible(sqs, queue.url) == 1  # released at once, not after 300 s
     hold.set()
     assert drain_bodies(sqs, queue.url) == ["too slow"]
     assert count_messages(sqs, queue.url) == 0

@@ -16,7 +16,7 @@ from typing import Any
 import gevent.event
 import pytest
 
-from tests.support import Daemon, Queue, count_messages, wait_until
+from tests.support import Daemon, Queue, build_config_file, count_messages, status_url, wait_until
 from tests.support.faults import (  # noqa: F401 (fixtures)
     INTERNAL_ERROR,
     SERVICE_UNAVAILABLE,
@@ -26,12 +26,10 @@ from tests.support.faults import (  # noqa: F401 (fixtures)
     FaultySqs,
     Reply,
     backoffs,
-    fault_config,
     faulty_app_fixture,
     faulty_sqs_fixture,
     metric_total,
     sqs_env_fixture,
-    status_url,
 )
 
 FAILURES_BEFORE_HEALING = 4  # the 4th back-off waits at most 16 s, so recovery stays quick
@@ -39,9 +37,10 @@ FAILURES_BEFORE_HEALING = 4  # the 4th back-off waits at most 16 s, so recovery 
 
 def start_daemon(daemon: Callable[..., Daemon], tmp_path: Path, env: dict[str, str], app: FaultyApp,
                  queue: Queue, *others: Queue, **queue_keys: Any) -> Daemon:
-    config = fault_config(tmp_path, concurrency=4, shutdown_timeout=5,
-                          queues=[{"name": q.name, "error_visibility_timeout": 1, **queue_keys} for q in (queue, *others)],
-                          targets={"default": {"type": "http", "url": f"{app.url}/work"}})
+    config = build_config_file(tmp_path, concurrency=4, shutdown_timeout=5,
+                               queues=[{"name": q.name, "error_visibility_timeout": 1, **queue_keys}
+                                       for q in (queue, *others)],
+                               targets={"default": {"type": "http", "url": f"{app.url}/work"}})
     proc = daemon(["-c", str(config), "--log-level=DEBUG", "--status=127.0.0.1:0"], env=env)
     proc.wait_for_output("workerless started", timeout=60)
     return proc

@@ -5,24 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from tests.support import Daemon, HttpApp, Queue, RecordedRequest, count_messages, wait_until, write_config
+from tests.support import Daemon, HttpApp, Queue, RecordedRequest, build_config_file, count_messages, wait_until
 
 
 def fifo_config(tmp_path: Path, app: HttpApp, queue: Queue) -> Path:
-    return write_config(tmp_path, f"""
-concurrency = 4
-
-[polling]
-poll_for = 20
-
-[[queues]]
-name = "{queue.name}"
-error_visibility_timeout = 1
-
-[targets.default]
-type = "http"
-url = "{app.url}/work"
-""")
+    return build_config_file(tmp_path, concurrency=4, polling={"poll_for": 20},
+                             queues=[{"name": queue.name, "error_visibility_timeout": 1}],
+                             targets={"default": {"type": "http", "url": f"{app.url}/work"}})
 
 
 def send_groups(sqs: Any, queue: Queue, groups: dict[str, int]) -> None:

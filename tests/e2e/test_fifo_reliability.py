@@ -18,11 +18,12 @@ from tests.support import (
     FakeLambda,
     Queue,
     RecordedRequest,
+    build_config_file,
     count_messages,
     lambda_result,
     wait_until,
 )
-from tests.support.faults import FaultyApp, Reply, fault_config, faulty_app_fixture  # noqa: F401 (fixture)
+from tests.support.faults import FaultyApp, Reply, faulty_app_fixture  # noqa: F401 (fixture)
 
 
 def send_fifo(sqs: Any, url: str, items: list[tuple[str, str]]) -> None:
@@ -40,9 +41,9 @@ def group_of(body: bytes) -> str:
 
 def start_http(daemon: Callable[..., Daemon], tmp_path: Path, env: dict[str, str], app: FaultyApp, queue: Queue,
                concurrency: int) -> Daemon:
-    config = fault_config(tmp_path, concurrency=concurrency, shutdown_timeout=5,
-                          queues=[{"name": queue.name, "error_visibility_timeout": 1}],
-                          targets={"default": {"type": "http", "url": f"{app.url}/work"}})
+    config = build_config_file(tmp_path, concurrency=concurrency, shutdown_timeout=5,
+                               queues=[{"name": queue.name, "error_visibility_timeout": 1}],
+                               targets={"default": {"type": "http", "url": f"{app.url}/work"}})
     proc = daemon(["-c", str(config)], env=env)
     proc.wait_for_output("workerless started", timeout=60)
     return proc
@@ -129,9 +130,9 @@ def test_lambda_fifo_batch_stops_at_the_first_failure(
     # error_visibility_timeout 0: moto (5.2) hands back a group whose in-flight messages all turn
     # visible at once last-first (it skips a visible message while a later one is still marked
     # pending), which real SQS never does; messages released at once do not meet that quirk.
-    config = fault_config(tmp_path, concurrency=4, shutdown_timeout=5,
-                          queues=[{"name": queue.name, "error_visibility_timeout": 0}],
-                          targets={"default": {"type": "lambda", "function": "fn-fake", "timeout": 30}})
+    config = build_config_file(tmp_path, concurrency=4, shutdown_timeout=5,
+                               queues=[{"name": queue.name, "error_visibility_timeout": 0}],
+                               targets={"default": {"type": "lambda", "function": "fn-fake", "timeout": 30}})
     proc = daemon(["-c", str(config)], env={**aws_env, "AWS_ENDPOINT_URL_LAMBDA": fake_lambda.url})
 
     def bodies(index: int) -> list[str]:

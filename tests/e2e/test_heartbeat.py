@@ -15,13 +15,17 @@ from typing import Any
 import gevent
 
 from tests.e2e.helpers import send_batch
-from tests.support import CountingProxy, Daemon, Queue, RecordedRequest, count_messages, wait_until
-from tests.support.faults import FaultyApp, Reply, fault_config, faulty_app_fixture  # noqa: F401 (fixture)
-
-
-def visible(sqs: Any, url: str) -> int:
-    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"])
+from tests.support import (
+    CountingProxy,
+    Daemon,
+    Queue,
+    RecordedRequest,
+    build_config_file,
+    count_messages,
+    count_visible,
+    wait_until,
+)
+from tests.support.faults import FaultyApp, Reply, faulty_app_fixture  # noqa: F401 (fixture)
 
 
 class VisibleWatch:
@@ -33,7 +37,7 @@ class VisibleWatch:
 
     def _run(self, sqs: Any, url: str) -> None:
         while True:
-            self.samples.append(visible(sqs, url))
+            self.samples.append(count_visible(sqs, url))
             gevent.sleep(0.1)
 
     def stop(self) -> list[int]:
@@ -43,9 +47,10 @@ class VisibleWatch:
 
 def start_daemon(daemon: Callable[..., Daemon], tmp_path: Path, env: dict[str, str], app: FaultyApp,
                  queue: Queue, concurrency: int = 4) -> Daemon:
-    config = fault_config(tmp_path, concurrency=concurrency, shutdown_timeout=5,
-                          queues=[{"name": queue.name, "visibility_timeout": 2}],
-                          targets={"default": {"type": "http", "url": f"{app.url}/work", "inactivity_timeout": 30}})
+    config = build_config_file(tmp_path, concurrency=concurrency, shutdown_timeout=5,
+                               queues=[{"name": queue.name, "visibility_timeout": 2}],
+                               targets={"default": {"type": "http", "url": f"{app.url}/work",
+                                                    "inactivity_timeout": 30}})
     proc = daemon(["-c", str(config)], env=env)
     proc.wait_for_output("workerless started", timeout=60)
     return proc
@@ -115,9 +120,9 @@ def test_heartbeats_go_on_while_a_sigterm_waits_for_the_delivery(
 ) -> None:
     queue = make_queue()
     faulty_app.delay = 6.0  # visibility_timeout = 2; shutdown_timeout = 5 is not enough, so 20
-    config = fault_config(tmp_path, concurrency=4, shutdown_timeout=20,
-                          queues=[{"name": queue.name, "visibility_timeout": 2}],
-                          targets={"default": {"type": "http", "url": f"{faulty_app.url}/work"}})
+    config = build_config_file(tmp_path, concurrency=4, shutdown_timeout=20,
+                               queues=[{"name": queue.name, "visibility_timeout": 2}],
+                               targets={"default": {"type": "http", "url": f"{faulty_app.url}/work"}})
     proc = daemon(["-c", str(config)], env=proxied_env)
     proc.wait_for_output("workerless started", timeout=60)
     watch = VisibleWatch(sqs, queue.url)

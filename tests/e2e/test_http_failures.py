@@ -11,32 +11,19 @@ from tests.support import (
     HttpApp,
     Queue,
     RecordedRequest,
+    build_config_file,
     count_messages,
     drain_bodies,
     wait_until,
-    write_config,
 )
 
 POISON = '{"poison": "p\u00f6ison \u2620", "crlf": "a\\r\\nb"}\n  \t'
 
 
-def http_config(tmp_path: Path, app: HttpApp, queue: Queue, extra: str = "", concurrency: int = 1) -> Path:
-    return write_config(tmp_path, f"""
-concurrency = {concurrency}
-shutdown_timeout = 5
-
-[polling]
-poll_for = 20
-
-[[queues]]
-name = "{queue.name}"
-error_visibility_timeout = 2
-{extra}
-
-[targets.default]
-type = "http"
-url = "{app.url}/work"
-""")
+def http_config(tmp_path: Path, app: HttpApp, queue: Queue, concurrency: int = 1, **queue_keys: Any) -> Path:
+    return build_config_file(tmp_path, concurrency=concurrency, shutdown_timeout=5, polling={"poll_for": 20},
+                             queues=[{"name": queue.name, "error_visibility_timeout": 2, **queue_keys}],
+                             targets={"default": {"type": "http", "url": f"{app.url}/work"}})
 
 
 def receive_counts(requests: list[RecordedRequest]) -> list[str]:
@@ -79,8 +66,8 @@ def test_poison_message_ends_in_the_dead_letter_queue_byte_identical(
                   "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff"}}
     message_id = sqs.send_message(QueueUrl=queue.url, MessageBody=POISON,
                                   MessageAttributes=attributes)["MessageId"]
-    extra = f'max_retries = 2\ndead_letter_queue = "{dlq.name}"'
-    proc = daemon(["-c", str(http_config(tmp_path, http_app, queue, extra))], env=aws_env)
+    config = http_config(tmp_path, http_app, queue, max_retries=2, dead_letter_queue=dlq.name)
+    proc = daemon(["-c", str(config)], env=aws_env)
     wait_until(lambda: count_messages(sqs, dlq.url) == 1, 60, message="nothing dead-lettered")
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="source not deleted")
     assert proc.stop(timeout=30) == 0

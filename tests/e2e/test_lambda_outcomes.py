@@ -12,31 +12,19 @@ from tests.support import (
     Invocation,
     LambdaReply,
     Queue,
+    build_config_file,
     count_messages,
     lambda_function_error,
     lambda_result,
     lambda_throttle,
     wait_until,
-    write_config,
 )
 
 
 def lambda_config(tmp_path: Path, queue: Queue) -> Path:
-    return write_config(tmp_path, f"""
-concurrency = 4
-shutdown_timeout = 5
-
-[polling]
-poll_for = 20
-
-[[queues]]
-name = "{queue.name}"
-error_visibility_timeout = 1
-
-[targets.default]
-type = "lambda"
-function = "worker-fn"
-""")
+    return build_config_file(tmp_path, concurrency=4, shutdown_timeout=5, polling={"poll_for": 20},
+                             queues=[{"name": queue.name, "error_visibility_timeout": 1}],
+                             targets={"default": {"type": "lambda", "function": "worker-fn"}})
 
 
 def start(daemon: Callable[..., Daemon], aws_env: dict[str, str], fake: FakeLambda, tmp_path: Path,

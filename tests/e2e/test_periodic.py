@@ -6,14 +6,12 @@ import re
 import signal
 import subprocess
 import sys
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import botocore.exceptions
 import pytest
 
 from tests.support import (
@@ -22,8 +20,9 @@ from tests.support import (
     HttpApp,
     MotoServer,
     Queue,
+    build_config_file,
+    receive_all,
     wait_until,
-    write_config,
 )
 
 ISO_MINUTE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:00Z$")
@@ -36,38 +35,12 @@ cron:
 """
 
 
-@pytest.fixture
-def claims_table(moto_server: MotoServer) -> Iterator[str]:
-    name = f"workerless-cron-{uuid.uuid4().hex[:10]}"
-    yield name
-    try:
-        moto_server.client("dynamodb").delete_table(TableName=name)
-    except botocore.exceptions.ClientError as error:  # a test that never created it
-        assert error.response["Error"]["Code"] == "ResourceNotFoundException"
-
-
 def periodic_config(tmp_path: Path, queue: Queue, app: HttpApp, claims_table: str | None) -> Path:
     (tmp_path / "cron.yaml").write_text(EVERY_MINUTE_CRON)
-    table_line = f'claims_table = "{claims_table}"' if claims_table else ""
-    return write_config(tmp_path, f"""
-        concurrency = 4
-        shutdown_timeout = 5
-
-        [polling]
-        poll_for = 1
-
-        [[queues]]
-        name = "{queue.name}"
-
-        [targets.default]
-        type = "http"
-        url = "{app.url}/"
-
-        [periodic]
-        file = "cron.yaml"
-        queue = "{queue.name}"
-        {table_line}
-        """)
+    return build_config_file(tmp_path, concurrency=4, shutdown_timeout=5, queues=[{"name": queue.name}],
+                             targets={"default": {"type": "http", "url": f"{app.url}/"}},
+                             tables={"periodic": {"file": "cron.yaml", "queue": queue.name,
+                                                  "claims_table": claims_table}})
 
 
 def cron_requests(app: HttpApp) -> list[Any]:
@@ -183,13 +156,3 @@ def test_two_daemons_sharing_a_claims_table_deliver_each_slot_once(
     sent_by = [log.count(" sent to queue=") for log in (first.output(), second.output(), restarted.output())]
     print(f"two daemons: slots={len(expected)} deliveries={sum(counts.values())} counts={dict(counts)} "
           f"sent_by(first, second, restarted)={sent_by} claims={len(claimed)}")
-
-
-def receive_all(sqs: Any, url: str) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    while True:
-        batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                                    MessageAttributeNames=["All"]).get("Messages", [])
-        if not batch:
-            return messages
-        messages.extend(batch)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import re
 import socket
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
@@ -14,46 +11,9 @@ from typing import Any, Callable
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import Daemon, HttpApp, Queue, wait_until, write_config
+from tests.e2e.helpers import http_get, status_config
+from tests.support import Daemon, HttpApp, Queue, status_url, wait_until
 from tests.support.tcp_proxy import TcpProxy
-
-
-def status_config(tmp_path: Path, app: HttpApp, queues: list[Queue], **top: Any) -> Path:
-    settings = "".join(f"{key} = {value}\n" for key, value in top.items())
-    listed = "".join(f'[[queues]]\nname = "{queue.name}"\nerror_visibility_timeout = 600\n\n' for queue in queues)
-    return write_config(tmp_path, f"""
-concurrency = 4
-{settings}
-[status]
-listen = "127.0.0.1:0"
-
-[metrics]
-interval = 1
-
-[polling]
-poll_for = 1
-
-{listed}[targets.default]
-type = "http"
-url = "{app.url}/work"
-""")
-
-
-def status_url(proc: Daemon) -> str:
-    """The port was 0: the daemon logs the one it got."""
-    log = proc.wait_for_output("status server listening on", timeout=20)
-    match = re.search(r"status server listening on (http://127\.0\.0\.1:\d+)", log)
-    assert match, log
-    return match.group(1)
-
-
-def get(url: str) -> tuple[int, str, str]:
-    """(status, content type, body) without raising for 4xx/5xx."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.headers["Content-Type"], response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers["Content-Type"], error.read().decode()
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -72,15 +32,15 @@ def test_metrics_and_status_describe_the_deliveries(
     first, second = make_queue(), make_queue()
     http_app.respond = lambda request: (500, {}, b"no") if request.body == b"fail" else (200, {}, b"")
     proc = daemon(["-c", str(status_config(tmp_path, http_app, [first, second]))], env=aws_env)
-    url = status_url(proc)
+    url = status_url(proc, timeout=20)
     for i in range(3):
         sqs.send_message(QueueUrl=first.url, MessageBody=f"a{i}")
     for body in ("b0", "fail"):
         sqs.send_message(QueueUrl=second.url, MessageBody=body)
     http_app.wait_for_requests(5, timeout=20)
-    wait_until(lambda: json.loads(get(url + "/status")[2])["totals"]["Failed"] == 1, timeout=10)
+    wait_until(lambda: json.loads(http_get(url + "/status")[2])["totals"]["Failed"] == 1, timeout=10)
 
-    status, content_type, text = get(url + "/metrics")
+    status, content_type, text = http_get(url + "/metrics")
     assert status == 200 and content_type.startswith("text/plain; version=0.0.4")
     families = {family.name: family for family in text_string_to_metric_families(text)}
     assert families["workerless_succeeded"].type == "counter"
@@ -105,7 +65,7 @@ def test_metrics_and_status_describe_the_deliveries(
         assert [value for _, value in buckets] == sorted(value for _, value in buckets)  # cumulative
         assert values[(name + "_count", one)] == count and values[(name + "_sum", one)] > 0
 
-    status, content_type, body = get(url + "/status")
+    status, content_type, body = http_get(url + "/status")
     document = json.loads(body)
     assert status == 200 and content_type == "application/json"
     assert [queue["name"] for queue in document["queues"]] == [first.name, second.name]
@@ -114,8 +74,8 @@ def test_metrics_and_status_describe_the_deliveries(
     assert document["totals"]["Succeeded"] == 4 and document["in_flight"] == []
     (failure,) = document["failures"]
     assert failure["type"] == "HTTP 500" and failure["count"] == 1 and "500" in failure["latest_error"]
-    assert get(url + "/healthz")[::2] == (200, "ok\n")
-    assert get(url + "/nope")[0] == 404
+    assert http_get(url + "/healthz")[::2] == (200, "ok\n")
+    assert http_get(url + "/nope")[0] == 404
     proc.wait_for_output("rates over", timeout=10)  # the summary is logged with CloudWatch off
     assert proc.stop(timeout=20) == 0
 
@@ -135,19 +95,19 @@ def test_healthz_is_503_while_sqs_is_down_and_200_once_it_is_back(
     queue = make_queue()
     env = {**aws_env, "AWS_ENDPOINT_URL_SQS": sqs_proxy.url}
     proc = daemon(["-c", str(status_config(tmp_path, http_app, [queue]))], env=env)
-    url = status_url(proc)
-    wait_until(lambda: get(url + "/healthz")[0] == 200, timeout=10)
+    url = status_url(proc, timeout=20)
+    wait_until(lambda: http_get(url + "/healthz")[0] == 200, timeout=10)
 
     sqs_proxy.stop()
-    status, _, reason = wait_until(lambda: (lambda r: r if r[0] == 503 else None)(get(url + "/healthz")),
+    status, _, reason = wait_until(lambda: (lambda r: r if r[0] == 503 else None)(http_get(url + "/healthz")),
                                    timeout=30, message=lambda: proc.output()[-2000:])
     assert reason.startswith(f"receives failing: {queue.name} (") and reason.count("\n") == 1
-    assert json.loads(get(url + "/status")[2])["queues"][0]["receive_failures"] >= 1
-    metrics = samples(get(url + "/metrics")[2])
+    assert json.loads(http_get(url + "/status")[2])["queues"][0]["receive_failures"] >= 1
+    metrics = samples(http_get(url + "/metrics")[2])
     assert metrics[("workerless_healthy", ())] == 0
 
     sqs_proxy.start()
-    wait_until(lambda: get(url + "/healthz")[::2] == (200, "ok\n"), timeout=45,
+    wait_until(lambda: http_get(url + "/healthz")[::2] == (200, "ok\n"), timeout=45,
                message=lambda: proc.output()[-2000:])
     sqs.send_message(QueueUrl=queue.url, MessageBody="after the outage")
     assert http_app.wait_for_requests(1, timeout=20)[0].body == b"after the outage"

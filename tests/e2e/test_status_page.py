@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import pytest
 
-from tests.e2e.test_status_endpoints import get, status_config, status_url
-from tests.support import Daemon, HttpApp, Queue, wait_until
+from tests.e2e.helpers import http_get, status_config
+from tests.support import Daemon, HttpApp, Queue, status_url, wait_until
 from workerless_gevent.status_page import render_page
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -41,10 +41,10 @@ def test_status_page_shows_queues_and_the_message_in_flight(
     http_app.delay = 60  # the delivery is still running when the browser looks
     config = status_config(tmp_path, http_app, [payments, default], name='"status-page"', shutdown_timeout=3)
     proc = daemon(["-c", str(config)], env=aws_env)
-    url = status_url(proc)
+    url = status_url(proc, timeout=20)
     message_id = sqs.send_message(QueueUrl=payments.url, MessageBody="slow")["MessageId"]
     http_app.wait_for_requests(1, timeout=20)
-    wait_until(lambda: json.loads(get(url + "/status")[2])["in_flight_count"] == 1, timeout=10)
+    wait_until(lambda: json.loads(http_get(url + "/status")[2])["in_flight_count"] == 1, timeout=10)
 
     dom = run_chromium(tmp_path / "profile-dom", "--dump-dom", url + "/").stdout
     assert "<table" in dom and payments.name in dom and default.name in dom
@@ -58,7 +58,7 @@ def test_status_page_shows_queues_and_the_message_in_flight(
     shutil.copyfile(screenshot, SCREENSHOT_COPY)
 
     proc.send_signal(15)
-    wait_until(lambda: get(url + "/healthz")[::2] == (503, "stopping\n"), timeout=5)
+    wait_until(lambda: http_get(url + "/healthz")[::2] == (503, "stopping\n"), timeout=5)
     assert proc.wait_exit(timeout=20) == 0
 
 

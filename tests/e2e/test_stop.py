@@ -17,34 +17,19 @@ from tests.support import (
     Daemon,
     HttpApp,
     Queue,
+    build_config_file,
     count_messages,
+    count_visible,
     drain_bodies,
     wait_until,
-    write_config,
 )
 from tests.support.moto import free_port
 
 
 def one_queue_config(tmp_path: Path, app: HttpApp, queue: Queue, shutdown_timeout: int) -> Path:
-    return write_config(tmp_path, f"""
-concurrency = 1
-shutdown_timeout = {shutdown_timeout}
-
-[polling]
-poll_for = 20
-
-[[queues]]
-name = "{queue.name}"
-
-[targets.default]
-type = "http"
-url = "{app.url}/work"
-""")
-
-
-def visible(sqs: Any, queue: Queue) -> int:
-    attrs = sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["ApproximateNumberOfMessages"])
-    return int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+    return build_config_file(tmp_path, concurrency=1, shutdown_timeout=shutdown_timeout, polling={"poll_for": 20},
+                             queues=[{"name": queue.name}],
+                             targets={"default": {"type": "http", "url": f"{app.url}/work"}})
 
 
 def start_with_one_in_flight(daemon: Callable[..., Daemon], env: dict[str, str], app: HttpApp,
@@ -67,12 +52,13 @@ def test_sigterm_finishes_the_delivery_in_flight_and_releases_the_buffer(
     http_app.delay = 3
     proc, bodies = start_with_one_in_flight(daemon, proxied_env, http_app, sqs, queue, tmp_path,
                                             shutdown_timeout=10, messages=5)
-    assert visible(sqs, queue) == 0  # one receive took all five: one delivering, four buffered
+    assert count_visible(sqs, queue.url) == 0  # one receive took all five: one delivering, four buffered
     signalled = time.monotonic()
     proc.send_signal(signal.SIGTERM)
 
     # the buffer is released with visibility 0 while the delivery is still running
-    wait_until(lambda: visible(sqs, queue) == 4, 10, message=lambda: f"visible: {visible(sqs, queue)}")
+    wait_until(lambda: count_visible(sqs, queue.url) == 4, 10,
+               message=lambda: f"visible: {count_visible(sqs, queue.url)}")
     released_after = time.monotonic() - signalled
     assert http_app.in_flight == 1, "buffer released only after the delivery ended"
     assert proc.wait_exit(timeout=30) == 0
@@ -110,7 +96,7 @@ def test_second_sigterm_stops_at_once_and_releases_the_delivery_in_flight(
     assert "second stop signal" in proc.output()
 
     # released, not deleted: visible again at once, and not counted as delivered
-    wait_until(lambda: visible(sqs, queue) == 1, 5, message="in-flight message not released")
+    wait_until(lambda: count_visible(sqs, queue.url) == 1, 5, message="in-flight message not released")
     assert drain_bodies(sqs, queue.url) == bodies
     assert count_messages(sqs, queue.url) == 0
     assert len(http_app.requests) == 1
@@ -131,7 +117,7 @@ def test_grace_period_ends_and_the_unfinished_delivery_is_released(
     elapsed = time.monotonic() - signalled
     print(f"exit {elapsed:.1f}s after SIGTERM with shutdown_timeout = 2")
     assert 2 <= elapsed < 10
-    wait_until(lambda: visible(sqs, queue) == 1, 5, message="unfinished delivery not released")
+    wait_until(lambda: count_visible(sqs, queue.url) == 1, 5, message="unfinished delivery not released")
     assert drain_bodies(sqs, queue.url) == bodies
     assert "still running after the grace period" in proc.output()
 
@@ -178,5 +164,5 @@ def test_a_message_sent_right_after_an_idle_stop_is_not_hidden(
     assert proc.stop(timeout=30) == 0
     sqs.send_message(QueueUrl=queue.url, MessageBody="after the stop")
     # nobody is consuming any more: the message must stay visible for the next instance
-    wait_until(lambda: visible(sqs, queue) == 1, 5, message="hidden by the abandoned long poll")
+    wait_until(lambda: count_visible(sqs, queue.url) == 1, 5, message="hidden by the abandoned long poll")
     assert http_app.requests == []

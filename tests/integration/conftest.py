@@ -6,8 +6,8 @@ from typing import Any, Callable
 
 import pytest
 
+from tests.integration.helpers import build_sqs_queue
 from tests.support import Queue
-from workerless_gevent.config import QueueConfig
 from workerless_gevent.metrics import Registry
 from workerless_gevent.sqs import SqsQueue
 
@@ -22,7 +22,6 @@ def sqs_queue(sqs: Any, make_queue: Callable[..., Queue], registry: Registry) ->
     """`sqs_queue(queue=None, **QueueConfig fields) -> SqsQueue` on moto (a fresh queue by default)."""
 
     def make(queue: Queue | None = None, **settings: Any) -> SqsQueue:
-        queue = queue or make_queue()
-        return SqsQueue(sqs, QueueConfig(name=queue.name, **settings), queue.url, queue.arn, registry.count)
+        return build_sqs_queue(sqs, queue or make_queue(), registry.count, **settings)
 
     return make

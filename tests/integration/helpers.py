@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from tests.support import Queue
+from workerless_gevent.config import QueueConfig
 from workerless_gevent.message import Message
 from workerless_gevent.sqs import SqsQueue
+
+
+def build_sqs_queue(client: Any, queue: Queue, count: Callable[[str, str], None], **settings: Any) -> SqsQueue:
+    """SqsQueue for a test queue on `client`, configured by `settings` as a [[queues]] table would."""
+    return SqsQueue(client, QueueConfig(name=queue.name, **settings), queue.url, queue.arn, count)
 
 
 def receive_exactly(queue: SqsQueue, n: int, wait_seconds: int = 0) -> list[Message]:
@@ -16,8 +23,3 @@ def receive_exactly(queue: SqsQueue, n: int, wait_seconds: int = 0) -> list[Mess
         if len(messages) >= n:
             return messages
     raise AssertionError(f"received {len(messages)} of {n} messages from {queue.name}")
-
-
-def visible(sqs: Any, url: str) -> int:
-    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-    return int(attrs["Attributes"]["ApproximateNumberOfMessages"])

@@ -9,8 +9,8 @@ from typing import Any, Callable
 import gevent
 import gevent.event
 
-from tests.integration.helpers import receive_exactly, visible
-from tests.support import Queue, count_messages, drain_bodies, wait_until
+from tests.integration.helpers import receive_exactly
+from tests.support import Queue, count_messages, count_visible, drain_bodies, wait_until
 from workerless_gevent.handler import Handler
 from workerless_gevent.heartbeat import Leases
 from workerless_gevent.message import Message
@@ -57,7 +57,7 @@ def test_failure_hides_the_message_for_the_error_visibility_timeout(
     message = receive_one(sqs, queue, handler)
     failed_at = time.monotonic()
     handler.settle(queue, message, FAILED, "default")
-    wait_until(lambda: visible(sqs, queue.url) == 1, 10, message="not visible after the error timeout")
+    wait_until(lambda: count_visible(sqs, queue.url) == 1, 10, message="not visible after the error timeout")
     assert 0.5 <= time.monotonic() - failed_at < 5  # 1 s, not the receive's 300 s
     assert registry.total("Failed") == 1 and registry.failure_types["HTTP 500"][0] == 1
 
@@ -74,7 +74,7 @@ def test_long_failure_delay_stays_within_twelve_hours_of_the_receive(
     wait_until(lambda: settled_on_sqs(queue), 10, message="visibility change never sent")
     hidden_until = time.monotonic() + 3  # well past the receive's 1 s visibility timeout
     wait_until(lambda: time.monotonic() > hidden_until, 5)
-    assert visible(sqs, queue.url) == 0, "the visibility change was refused, so the message came back"
+    assert count_visible(sqs, queue.url) == 0, "the visibility change was refused, so the message came back"
     assert count_messages(sqs, queue.url) == 1
 
 
@@ -86,7 +86,7 @@ def test_retry_outcome_hides_for_retry_after_and_counts_throttled(
     message = receive_one(sqs, queue, handler)
     handler.settle(queue, message, Outcome(Result.RETRY, "HTTP 429", "slow down", 1.2), "default")
     retried_at = time.monotonic()
-    wait_until(lambda: visible(sqs, queue.url) == 1, 10, message="not visible after Retry-After")
+    wait_until(lambda: count_visible(sqs, queue.url) == 1, 10, message="not visible after Retry-After")
     assert 1.0 <= time.monotonic() - retried_at < 5  # ceil(1.2) = 2 s, not the error timeout of 600 s
     assert (registry.total("Throttled"), registry.total("Failed")) == (1, 0)
 
@@ -137,7 +137,7 @@ def test_dead_letter_queue_gone_keeps_the_message_for_a_retry(
     message = receive_one(sqs, queue, handler, "keep me")
     sqs.delete_queue(QueueUrl=dlq_queue.url)
     handler.settle(queue, message, FAILED, "default")
-    wait_until(lambda: visible(sqs, queue.url) == 1, 10, message="message lost or never retried")
+    wait_until(lambda: count_visible(sqs, queue.url) == 1, 10, message="message lost or never retried")
     assert drain_bodies(sqs, queue.url) == ["keep me"]
     assert registry.total("DeadLettered") == 0
 
@@ -169,9 +169,9 @@ def test_release_makes_messages_visible_at_once(
     for body in ("a", "b"):
         sqs.send_message(QueueUrl=queue.url, MessageBody=body)
     messages = handler.admit(queue, receive_exactly(queue, 2))
-    assert visible(sqs, queue.url) == 0
+    assert count_visible(sqs, queue.url) == 0
     handler.release(messages)
-    wait_until(lambda: visible(sqs, queue.url) == 2, 5, message="not released")
+    wait_until(lambda: count_visible(sqs, queue.url) == 2, 5, message="not released")
     assert leases.in_flight() == 0
 
 
@@ -186,10 +186,10 @@ def test_heartbeat_keeps_a_slow_delivery_invisible_then_lets_go(
     try:
         until = time.monotonic() + 5  # more than twice the 2 s visibility timeout
         while time.monotonic() < until:
-            assert visible(sqs, queue.url) == 0, "heartbeat let the message reappear"
+            assert count_visible(sqs, queue.url) == 0, "heartbeat let the message reappear"
             gevent.sleep(0.1)
         leases.limit(message, 0)  # the delivery's hard deadline has passed: stop extending
-        wait_until(lambda: visible(sqs, queue.url) == 1, 10, message="never let go after the deadline")
+        wait_until(lambda: count_visible(sqs, queue.url) == 1, 10, message="never let go after the deadline")
     finally:
         stopped.set()
         beating.join(timeout=5)

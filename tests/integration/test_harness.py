@@ -10,10 +10,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
-import boto3
 import gevent
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 from geventhttpclient import HTTPClient
 
@@ -31,6 +29,7 @@ from tests.support import (
     wait_until,
     write_config,
 )
+from tests.support.moto import build_client
 
 
 def test_sqs_send_receive_and_count(sqs: Any, make_queue: Callable[..., Queue]) -> None:
@@ -102,15 +101,7 @@ def test_http_app_reply_and_delay_overlap(http_app: HttpApp) -> None:
 
 
 def lambda_client(url: str, attempts: int = 1) -> Any:
-    config = Config(retries={"mode": "standard", "total_max_attempts": attempts})
-    return boto3.client(
-        "lambda",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=config,
-    )
+    return build_client("lambda", url, retries={"mode": "standard", "total_max_attempts": attempts})
 
 
 def test_fake_lambda_result_and_function_error(fake_lambda: FakeLambda) -> None:

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import random
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import botocore.exceptions
 import gevent
 import gevent.event
-import pytest
 
-from tests.support import MotoServer, Queue
+from tests.integration.helpers import build_sqs_queue
+from tests.support import MotoServer, Queue, receive_all
 from workerless_gevent.claims import Claims
-from workerless_gevent.config import QueueConfig
 from workerless_gevent.cron import PeriodicTask
 from workerless_gevent.periodic import Scheduler
 from workerless_gevent.sqs import SqsQueue
@@ -26,32 +23,17 @@ EVERY_FIVE = PeriodicTask(name="five", url="/cron/five", schedule="*/5 * * * *")
 START = datetime(2024, 5, 1, 12, 0, 30, tzinfo=timezone.utc)
 
 
-@pytest.fixture
-def claims_table(moto_server: MotoServer) -> Iterator[str]:
-    name = f"claims-{uuid.uuid4().hex[:10]}"
-    yield name
-    try:
-        moto_server.client("dynamodb").delete_table(TableName=name)
-    except botocore.exceptions.ClientError as error:  # a test that never created it
-        assert error.response["Error"]["Code"] == "ResourceNotFoundException"
-
-
 def sqs_queue(sqs: Any, queue: Queue) -> SqsQueue:
-    return SqsQueue(sqs, QueueConfig(name=queue.name), queue.url, queue.arn, lambda queue_name, metric: None)
+    return build_sqs_queue(sqs, queue, lambda queue_name, metric: None)
 
 
 def claims(moto_server: MotoServer, table: str, owner: str) -> Claims:
     return Claims(moto_server.client("dynamodb"), table, owner)
 
 
-def receive_all(sqs: Any, url: str) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    while True:
-        batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=60,
-                                    MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"])
-        if not batch.get("Messages"):
-            return messages
-        messages.extend(batch["Messages"])
+def receive_cron_messages(sqs: Any, url: str) -> list[dict[str, Any]]:
+    """Every message on the queue, with the system attributes a FIFO send sets."""
+    return receive_all(sqs, url, VisibilityTimeout=60, MessageSystemAttributeNames=["All"])
 
 
 def attribute(message: dict[str, Any], name: str) -> str:
@@ -92,7 +74,7 @@ def test_two_schedulers_racing_on_each_slot_send_one_message(
         now[0] += timedelta(minutes=1)
         jobs = [gevent.spawn(racer.tick, now[0]) for racer in racers]
         gevent.joinall(jobs, timeout=30, raise_error=True)
-    messages = receive_all(sqs, queue.url)
+    messages = receive_cron_messages(sqs, queue.url)
     slots = Counter((attribute(m, "beanstalk.sqsd.task_name"), attribute(m, "beanstalk.sqsd.scheduled_time"))
                     for m in messages)
     # 12:00:30 + 20 minutes: every minute 12:01..12:20 and every five 12:05..12:20, plus the catch-up of 12:00
@@ -121,7 +103,7 @@ def test_a_restart_sends_a_missed_slot_once(
                               random.Random(1))
         scheduler.tick(now[0])
         now[0] += timedelta(seconds=40)
-    messages = receive_all(sqs, queue.url)
+    messages = receive_cron_messages(sqs, queue.url)
     assert [attribute(m, "beanstalk.sqsd.scheduled_time") for m in messages] == ["2024-05-01T12:00:00Z"]
     # Missed by more than 5 minutes: too late to be worth sending.
     late = Scheduler((noon,), sqs_queue(sqs, queue), False, claims(moto_server, claims_table, "late"),
@@ -140,7 +122,7 @@ def test_fifo_queue_gets_group_and_deduplication_ids(
     now[0] += timedelta(minutes=1)
     for scheduler in schedulers:
         scheduler.tick(now[0])
-    (message,) = receive_all(sqs, queue.url)
+    (message,) = receive_cron_messages(sqs, queue.url)
     assert message["Attributes"]["MessageGroupId"] == "tick"
     assert len(message["Attributes"]["MessageDeduplicationId"]) == 64
     assert attribute(message, "beanstalk.sqsd.scheduled_time") == "2024-05-01T12:01:00Z"

@@ -4,32 +4,20 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
 from typing import Any, Callable
 
 import gevent
 import gevent.event
-import pytest
 
-from tests.integration.helpers import visible
-from tests.integration.test_sqs_queue import client_for
-from tests.support import CountingProxy, MotoServer, Queue, wait_until
-from workerless_gevent.config import QueueConfig
+from tests.integration.helpers import build_sqs_queue
+from tests.support import CountingProxy, Queue, count_visible, wait_until
+from tests.support.moto import build_client
 from workerless_gevent.handler import Handler
 from workerless_gevent.heartbeat import Leases
 from workerless_gevent.metrics import Registry
 from workerless_gevent.ordering import by_priority
 from workerless_gevent.poller import Poller, QueueState
-from workerless_gevent.sqs import SqsQueue
 from workerless_gevent.targets import Outcome, Pause
-
-
-@pytest.fixture
-def proxy(moto_server: MotoServer) -> Iterator[CountingProxy]:
-    server = CountingProxy(moto_server.url)
-    server.start()
-    yield server
-    server.stop()
 
 
 class Rig:
@@ -37,9 +25,8 @@ class Rig:
 
     def __init__(self, proxy: CountingProxy, queues: list[Queue], poll_for: int = 2) -> None:
         self.registry = Registry()
-        client = client_for(proxy.url)
-        self.queues = {q.name: SqsQueue(client, QueueConfig(name=q.name), q.url, q.arn, self.registry.count)
-                       for q in queues}
+        client = build_client("sqs", proxy.url)
+        self.queues = {q.name: build_sqs_queue(client, q, self.registry.count) for q in queues}
         self.handler = Handler(self.queues, {}, self.registry, Leases(self.queues))
         self.pauses = {name: Pause() for name in self.queues}
         self.states = [QueueState(queue, 1, self.pauses[name].remaining_seconds)
@@ -62,14 +49,14 @@ def long_polls(proxy: CountingProxy, name: str) -> list[Any]:
 
 
 def test_idle_queues_get_one_watcher_each_and_wake_the_poller_at_once(
-    proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
+    counting_proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
 ) -> None:
     queues = [make_queue(), make_queue(), make_queue()]
-    rig = Rig(proxy, queues)
+    rig = Rig(counting_proxy, queues)
     waiter = gevent.spawn(rig.poller.wait_for_work)
     try:
-        wait_until(lambda: all(len(long_polls(proxy, q.name)) == 1 for q in queues), 10,
-                   message=lambda: f"pending: {[r.params for r in proxy.pending()]}")
+        wait_until(lambda: all(len(long_polls(counting_proxy, q.name)) == 1 for q in queues), 10,
+                   message=lambda: f"pending: {[r.params for r in counting_proxy.pending()]}")
         assert all(state.watcher is not None and not state.is_ready for state in rig.states)
         sent = time.monotonic()
         sqs.send_message(QueueUrl=queues[2].url, MessageBody="wake")
@@ -78,7 +65,7 @@ def test_idle_queues_get_one_watcher_each_and_wake_the_poller_at_once(
         assert time.monotonic() - sent < 1.0
         assert work.state is rig.states[2] and work.state.is_ready
         for queue in queues:  # never two receives at once on one queue
-            spans = sorted((r.started, r.ended or float("inf")) for r in proxy.requests
+            spans = sorted((r.started, r.ended or float("inf")) for r in counting_proxy.requests
                            if r.action == "ReceiveMessage" and r.params["QueueUrl"].endswith("/" + queue.name))
             assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans
         rig.handler.settle(work.state.queue, work.messages[0], Outcome.success(), "default")
@@ -88,10 +75,10 @@ def test_idle_queues_get_one_watcher_each_and_wake_the_poller_at_once(
 
 
 def test_strict_order_takes_the_higher_queue_first_whatever_was_buffered(
-    proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
+    counting_proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
 ) -> None:
     high, low = make_queue(), make_queue()
-    rig = Rig(proxy, [high, low])
+    rig = Rig(counting_proxy, [high, low])
     sqs.send_message(QueueUrl=low.url, MessageBody="low-1")
     sqs.send_message(QueueUrl=low.url, MessageBody="low-2")
     try:
@@ -109,10 +96,10 @@ def test_strict_order_takes_the_higher_queue_first_whatever_was_buffered(
 
 
 def test_a_paused_target_keeps_its_queue_waiting(
-    proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
+    counting_proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
 ) -> None:
     queue = make_queue()
-    rig = Rig(proxy, [queue])
+    rig = Rig(counting_proxy, [queue])
     sqs.send_message(QueueUrl=queue.url, MessageBody="later")
     rig.pauses[queue.name].extend(1.0)
     started = time.monotonic()
@@ -125,10 +112,10 @@ def test_a_paused_target_keeps_its_queue_waiting(
 
 
 def test_stop_cancels_watchers_and_hands_back_the_buffer(
-    proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
+    counting_proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
 ) -> None:
     busy, idle = make_queue(), make_queue()
-    rig = Rig(proxy, [idle, busy])  # idle first: it is received from, found empty and watched
+    rig = Rig(counting_proxy, [idle, busy])  # idle first: it is received from, found empty and watched
     for body in ("a", "b", "c"):
         sqs.send_message(QueueUrl=busy.url, MessageBody=body)
     work = rig.poller.wait_for_work()
@@ -143,5 +130,5 @@ def test_stop_cancels_watchers_and_hands_back_the_buffer(
     assert all(state.watcher is None for state in rig.states)
     rig.handler.release(buffered)
     rig.queues[busy.name].flush()
-    wait_until(lambda: visible(sqs, busy.url) == 2, 5, message="buffer not released")
+    wait_until(lambda: count_visible(sqs, busy.url) == 2, 5, message="buffer not released")
 

@@ -3,37 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Any, Callable
 
-import boto3
 import gevent
-import pytest
-from botocore.config import Config
 
-from tests.support import CountingProxy, MotoServer, Queue, count_messages, wait_until
-from workerless_gevent.config import QueueConfig
+from tests.integration.helpers import build_sqs_queue
+from tests.support import CountingProxy, Queue, count_messages, wait_until
+from tests.support.moto import build_client
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
 from workerless_gevent.sqs import SqsQueue
-
-
-@pytest.fixture
-def proxy(moto_server: MotoServer) -> Iterator[CountingProxy]:
-    server = CountingProxy(moto_server.url)
-    server.start()
-    yield server
-    server.stop()
-
-
-def client_for(url: str) -> Any:
-    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
-                        aws_secret_access_key="testing",
-                        config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
-
-
-def queue_via(client: Any, queue: Queue, registry: Registry, **settings: Any) -> SqsQueue:
-    return SqsQueue(client, QueueConfig(name=queue.name, **settings), queue.url, queue.arn, registry.count)
 
 
 def send(sqs: Any, queue: Queue, n: int) -> None:
@@ -57,7 +36,7 @@ def test_receive_reads_bodies_attributes_and_counts_requests(
     queue, registry = make_queue(), Registry()
     sqs.send_message(QueueUrl=queue.url, MessageBody="h\u00e9llo \u2713",
                      MessageAttributes={"kind": {"DataType": "String", "StringValue": "x"}})
-    sqs_q = queue_via(sqs, queue, registry, visibility_timeout=30)
+    sqs_q = build_sqs_queue(sqs, queue, registry.count, visibility_timeout=30)
     (message,) = sqs_q.receive(10, 0)
     assert message.body == "h\u00e9llo \u2713" and message.queue == queue.name
     assert message.receive_count == 1 and message.sent_at is not None
@@ -69,11 +48,11 @@ def test_receive_reads_bodies_attributes_and_counts_requests(
 
 
 def test_delete_batch_with_one_stale_receipt_counts_it_and_deletes_the_rest(
-    sqs: Any, make_queue: Callable[..., Queue], proxy: CountingProxy
+    sqs: Any, make_queue: Callable[..., Queue], counting_proxy: CountingProxy
 ) -> None:
     queue, registry = make_queue(), Registry()
     send(sqs, queue, 5)
-    sqs_q = queue_via(client_for(proxy.url), queue, registry)
+    sqs_q = build_sqs_queue(build_client("sqs", counting_proxy.url), queue, registry.count)
     messages = receive_all(sqs_q, 5)
     stale = dataclasses.replace(messages[2], receipt_handle="not-a-receipt-handle")
     for message in messages[:2] + [stale] + messages[3:]:
@@ -81,7 +60,7 @@ def test_delete_batch_with_one_stale_receipt_counts_it_and_deletes_the_rest(
     wait_until(lambda: sqs_q.pending_count() == 0 and registry.total("StaleReceipts") == 1, 10,
                message=lambda: f"pending={sqs_q.pending_count()} totals={dict(registry.totals)}")
     wait_until(lambda: count_messages(sqs, queue.url) == 1, 10, message="deletes not applied")
-    assert proxy.count("DeleteMessageBatch") == 1  # coalesced into one call, stale entry not retried
+    assert counting_proxy.count("DeleteMessageBatch") == 1  # coalesced into one call, stale entry not retried
     assert registry.total("StaleReceipts", queue.name) == 1
     # the message behind the stale handle is still there, untouched
     sqs.change_message_visibility(QueueUrl=queue.url, ReceiptHandle=messages[2].receipt_handle,
@@ -90,11 +69,11 @@ def test_delete_batch_with_one_stale_receipt_counts_it_and_deletes_the_rest(
 
 
 def test_visibility_batch_with_a_stale_receipt_changes_the_rest(
-    sqs: Any, make_queue: Callable[..., Queue], proxy: CountingProxy
+    sqs: Any, make_queue: Callable[..., Queue], counting_proxy: CountingProxy
 ) -> None:
     queue, registry = make_queue(), Registry()
     send(sqs, queue, 3)
-    sqs_q = queue_via(client_for(proxy.url), queue, registry)
+    sqs_q = build_sqs_queue(build_client("sqs", counting_proxy.url), queue, registry.count)
     messages = receive_all(sqs_q, 3)
     sqs_q.change_visibility(messages[0], 0)
     sqs_q.change_visibility(dataclasses.replace(messages[1], receipt_handle="stale"), 0)
@@ -102,57 +81,57 @@ def test_visibility_batch_with_a_stale_receipt_changes_the_rest(
     wait_until(lambda: registry.total("StaleReceipts") == 1, 10, message="stale handle not counted")
     attrs = sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["ApproximateNumberOfMessages"])
     assert attrs["Attributes"]["ApproximateNumberOfMessages"] == "2"
-    assert proxy.count("ChangeMessageVisibilityBatch") == 1
+    assert counting_proxy.count("ChangeMessageVisibilityBatch") == 1
     assert messages[0].settled and messages[2].settled
 
 
 def test_deletes_are_coalesced_ten_per_call(
-    sqs: Any, make_queue: Callable[..., Queue], proxy: CountingProxy
+    sqs: Any, make_queue: Callable[..., Queue], counting_proxy: CountingProxy
 ) -> None:
     queue, registry = make_queue(), Registry()
     send(sqs, queue, 25)
-    sqs_q = queue_via(client_for(proxy.url), queue, registry)
+    sqs_q = build_sqs_queue(build_client("sqs", counting_proxy.url), queue, registry.count)
     for message in receive_all(sqs_q, 25):
         sqs_q.delete(message)
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="not all deleted")
-    entries = [len(r.params["Entries"]) for r in proxy.between(0, float("inf"), "DeleteMessageBatch")]
+    entries = [len(r.params["Entries"]) for r in counting_proxy.between(0, float("inf"), "DeleteMessageBatch")]
     assert sorted(entries, reverse=True) == [10, 10, 5]
 
 
 def test_heartbeat_entries_of_settled_messages_are_dropped(
-    sqs: Any, make_queue: Callable[..., Queue], proxy: CountingProxy
+    sqs: Any, make_queue: Callable[..., Queue], counting_proxy: CountingProxy
 ) -> None:
     queue, registry = make_queue(), Registry()
     send(sqs, queue, 1)
-    sqs_q = queue_via(client_for(proxy.url), queue, registry)
+    sqs_q = build_sqs_queue(build_client("sqs", counting_proxy.url), queue, registry.count)
     (message,) = receive_all(sqs_q, 1)
     sqs_q.change_visibility(message, 60, is_heartbeat=True)
     sqs_q.delete(message)  # settles it before the heartbeat batch goes out
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="not deleted")
     sqs_q.flush()
-    assert proxy.count("ChangeMessageVisibilityBatch") == 0
+    assert counting_proxy.count("ChangeMessageVisibilityBatch") == 0
 
 
 def test_flush_at_stop_waits_for_a_batch_already_on_its_way(
-    sqs: Any, make_queue: Callable[..., Queue], proxy: CountingProxy
+    sqs: Any, make_queue: Callable[..., Queue], counting_proxy: CountingProxy
 ) -> None:
     """Stopping flushes pending deletes; a batch the background flusher is sending must neither be
     abandoned nor raced by a second call on the same queue (moto then loses one of the deletes)."""
     queue, registry = make_queue(), Registry()
     send(sqs, queue, 5)
-    sqs_q = queue_via(client_for(proxy.url), queue, registry)
+    sqs_q = build_sqs_queue(build_client("sqs", counting_proxy.url), queue, registry.count)
     messages = receive_all(sqs_q, 5)
-    proxy.delays["DeleteMessageBatch"] = 0.5
+    counting_proxy.delays["DeleteMessageBatch"] = 0.5
     for message in messages[:3]:
         sqs_q.delete(message)
-    wait_until(lambda: proxy.count("DeleteMessageBatch") == 1, 10, message="flusher never sent")
+    wait_until(lambda: counting_proxy.count("DeleteMessageBatch") == 1, 10, message="flusher never sent")
     for message in messages[3:]:
         sqs_q.delete(message)  # pending while the first batch is on its way
     stopper = gevent.spawn(sqs_q.flush)  # as Daemon.flush_queues does at stop
     stopper.join(timeout=10)
     assert stopper.successful()
     assert sqs_q.pending_count() == 0
-    calls = proxy.between(0, float("inf"), "DeleteMessageBatch")
+    calls = counting_proxy.between(0, float("inf"), "DeleteMessageBatch")
     assert [len(call.params["Entries"]) for call in calls] == [3, 2]
     assert calls[0].ended is not None and calls[1].started >= calls[0].ended, "two deletes at once"
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 10,

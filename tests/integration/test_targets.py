@@ -8,10 +8,8 @@ import socket
 import time
 from typing import Any, Callable
 
-import boto3
 import gevent
 import pytest
-from botocore.config import Config
 
 from tests.integration.helpers import receive_exactly
 from tests.support import (
@@ -24,6 +22,7 @@ from tests.support import (
     lambda_service_error,
     lambda_throttle,
 )
+from tests.support.moto import build_client
 from workerless_gevent.config import HttpTargetConfig, LambdaTargetConfig
 from workerless_gevent.message import Message
 from workerless_gevent.sqs import SqsQueue
@@ -140,9 +139,7 @@ def test_max_connections_caps_concurrent_posts(
 # --- Lambda -------------------------------------------------------------------------------------
 
 def lambda_target(fake: FakeLambda, **settings: Any) -> LambdaTarget:
-    client = boto3.client("lambda", endpoint_url=fake.url, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing",
-                          config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
+    client = build_client("lambda", fake.url, retries={"mode": "standard", "total_max_attempts": 1})
     config = LambdaTargetConfig(name="default", function="fn", **settings)
     return LambdaTarget(config, client, random.Random(7))
 

@@ -4,7 +4,7 @@
   refused and open ones cut) and come back, answer AWS errors (5xx, throttling, 403 signature
   errors) for chosen actions, or rewrite requests on their way (corrupt receipt handles).
 - `FaultyApp`: the recording HTTP app whose replies may also trickle their body a byte at a time.
-- `status_url`, `metric_total`: read the daemon's own counters from its status server.
+- `metric_total`: read the daemon's own counters from its status server.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .http_app import HttpApp, RecordedRequest, Reply, headers_from_environ, status_line
 from .moto import free_port
-from .process import Daemon
 from .proxy import CountingProxy, ProxiedRequest, action_of
 
 # action, parameters -> a reply to send instead of forwarding, or None to forward
@@ -188,12 +187,7 @@ class FaultyApp(HttpApp):
         self.answered: list[tuple[RecordedRequest, int, float]] = []
 
     def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        self.in_flight += 1
-        self.max_concurrent = max(self.max_concurrent, self.in_flight)
-        try:
-            request, reply = self.handle_request(environ, time.monotonic())
-        finally:
-            self.in_flight -= 1
+        request, reply = self.counted(self.handle_request, environ)
         answer = reply if isinstance(reply, Answer) else Answer(reply[0], dict(reply[1]), reply[2])
         headers = [(k, v) for k, v in answer.headers.items() if k.lower() != "content-length"]
         if isinstance(answer.body, Trickle):
@@ -212,31 +206,9 @@ class FaultyApp(HttpApp):
         finally:
             self.answered.append((request, status if trickle.completed else 0, time.monotonic()))
 
-    def handle_request(self, environ: dict[str, Any], arrived: float) -> tuple[RecordedRequest, Any]:
-        request = RecordedRequest(
-            method=environ["REQUEST_METHOD"],
-            path=environ.get("PATH_INFO", ""),
-            query=environ.get("QUERY_STRING", ""),
-            headers=headers_from_environ(environ),
-            body=environ["wsgi.input"].read(),
-            arrived=arrived,
-        )
-        self.requests.append(request)
-        if self.delay:
-            gevent.sleep(self.delay)
-        return request, self.respond(request)
-
     def succeeded_bodies(self) -> list[bytes]:
         """Bodies of the requests answered 2xx, in the order they were answered."""
         return [request.body for request, status, _ in list(self.answered) if 200 <= status < 300]
-
-
-def status_url(proc: Daemon, timeout: float = 30.0) -> str:
-    """The daemon was told to listen on port 0: read the port it logged."""
-    log = proc.wait_for_output("status server listening on", timeout=timeout)
-    match = re.search(r"status server listening on (http://127\.0\.0\.1:\d+)", log)
-    assert match, log
-    return match.group(1)
 
 
 def metric_total(url: str, name: str) -> float:
@@ -249,31 +221,6 @@ def metric_total(url: str, name: str) -> float:
             if sample.name == name:
                 total += sample.value
     return total
-
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(str(value), ensure_ascii=False)
-
-
-def toml_table(header: str, items: dict[str, Any]) -> str:
-    lines = [header] + [f"{key} = {toml_value(value)}" for key, value in items.items() if value is not None]
-    return "\n".join(lines) + "\n\n"
-
-
-def fault_config(tmp_path: Any, *, queues: list[dict[str, Any]], targets: dict[str, dict[str, Any]],
-                 polling: dict[str, Any] | None = None, name: str = "workerless.toml", **top: Any) -> Any:
-    """A TOML config from plain dicts: top-level keys, [polling], [[queues]] and [targets.*]."""
-    text = "".join(f"{key} = {toml_value(value)}\n" for key, value in top.items() if value is not None) + "\n"
-    text += toml_table("[polling]", {"poll_for": 1, **(polling or {})})
-    text += "".join(toml_table("[[queues]]", queue) for queue in queues)
-    text += "".join(toml_table(f"[targets.{target}]", items) for target, items in targets.items())
-    path = tmp_path / name
-    path.write_text(text)
-    return path
 
 
 # Fixtures for the fault suites; a test module imports the ones it uses (as *_fixture).

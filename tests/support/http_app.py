@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import gevent
 from gevent import pywsgi
@@ -61,6 +61,7 @@ class RecordedRequest:
 
 
 Reply = tuple[int, dict[str, str], bytes]
+T = TypeVar("T")
 
 
 def status_line(status: int) -> str:
@@ -89,16 +90,20 @@ class RecordingServer:
         return f"http://127.0.0.1:{self._server.server_port}"
 
     def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        self.in_flight += 1
-        self.max_concurrent = max(self.max_concurrent, self.in_flight)
-        try:
-            status, headers, body = self.handle(environ, time.monotonic())
-        finally:
-            self.in_flight -= 1
+        status, headers, body = self.counted(self.handle, environ)
         header_list = [(k, v) for k, v in headers.items() if k.lower() != "content-length"]
         header_list.append(("Content-Length", str(len(body))))
         start_response(status_line(status), header_list)
         return [body]
+
+    def counted(self, handle: Callable[[dict[str, Any], float], T], environ: dict[str, Any]) -> T:
+        """Run `handle(environ, arrival time)` while counting it in `in_flight` and `max_concurrent`."""
+        self.in_flight += 1
+        self.max_concurrent = max(self.max_concurrent, self.in_flight)
+        try:
+            return handle(environ, time.monotonic())
+        finally:
+            self.in_flight -= 1
 
     def handle(self, environ: dict[str, Any], arrived: float) -> Reply:
         raise NotImplementedError
@@ -121,6 +126,11 @@ class HttpApp(RecordingServer):
         self.respond = lambda req: reply
 
     def handle(self, environ: dict[str, Any], arrived: float) -> Reply:
+        reply: Reply = self.handle_request(environ, arrived)[1]
+        return reply
+
+    def handle_request(self, environ: dict[str, Any], arrived: float) -> tuple[RecordedRequest, Any]:
+        """Record the request on arrival, wait out `delay`, then ask `respond` for the reply."""
         request = RecordedRequest(
             method=environ["REQUEST_METHOD"],
             path=environ.get("PATH_INFO", ""),
@@ -132,7 +142,7 @@ class HttpApp(RecordingServer):
         self.requests.append(request)  # recorded on arrival, before the delay
         if self.delay:
             gevent.sleep(self.delay)
-        return self.respond(request)
+        return request, self.respond(request)
 
     def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[RecordedRequest]:
         """Wait until at least `n` requests have arrived; return all of them."""

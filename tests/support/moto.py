@@ -78,6 +78,18 @@ def aws_environ(base: dict[str, str], endpoint: str, config_dir: Path) -> dict[s
     return env
 
 
+def build_client(service: str, endpoint_url: str, **config: Any) -> Any:
+    """A boto3 client on a loopback endpoint with fake keys (standard retries unless `retries` is given)."""
+    config.setdefault("retries", {"mode": "standard", "total_max_attempts": 3})
+    return boto3.client(
+        service,
+        endpoint_url=endpoint_url,
+        region_name=REGION,
+        config=Config(**config),
+        **CREDENTIALS,
+    )
+
+
 @dataclass(frozen=True)
 class MotoInvocation:
     function_name: str
@@ -144,14 +156,7 @@ class MotoServer:
 
     def client(self, service: str, **config: Any) -> Any:
         """A boto3 client on this server (standard retries unless `retries` is given)."""
-        config.setdefault("retries", {"mode": "standard", "total_max_attempts": 3})
-        return boto3.client(
-            service,
-            endpoint_url=self.url,
-            region_name=REGION,
-            config=Config(**config),
-            **CREDENTIALS,
-        )
+        return build_client(service, self.url, **config)
 
     # --- Lambda ------------------------------------------------------------------------------
 

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 from .wait import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def write_config(tmp_path: Path, text: str, name: str = "workerless.toml") -> Path:
-    """Write a (dedented) config file under `tmp_path` and return its path."""
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
 
 
 class Daemon:
@@ -109,3 +102,11 @@ class Daemon:
             message=lambda: f"no {substring!r} in workerless log:\n{self.output()[-4000:]}",
         )
         return self.output()
+
+
+def status_url(proc: Daemon, timeout: float = 30.0) -> str:
+    """The daemon was told to listen on port 0: read the port it logged."""
+    log = proc.wait_for_output("status server listening on", timeout=timeout)
+    match = re.search(r"status server listening on (http://127\.0\.0\.1:\d+)", log)
+    assert match, log
+    return match.group(1)

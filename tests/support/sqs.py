@@ -65,3 +65,20 @@ def count_messages(sqs: Any, url: str) -> int:
     return int(attrs["ApproximateNumberOfMessages"]) + int(
         attrs["ApproximateNumberOfMessagesNotVisible"]
     )
+
+
+def count_visible(sqs: Any, url: str) -> int:
+    """Messages ready to be received now (in-flight and delayed ones not counted)."""
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    return int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+
+
+def receive_all(sqs: Any, url: str, **params: Any) -> list[dict[str, Any]]:
+    """Receive, without deleting, until a receive comes back empty; `params` go to every receive."""
+    messages: list[dict[str, Any]] = []
+    while True:
+        batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                    MessageAttributeNames=["All"], **params).get("Messages", [])
+        if not batch:
+            return messages
+        messages.extend(batch)

@@ -15,21 +15,10 @@ from tests.unit.bad_configs import (
     config_text,
     expected_line_for,
 )
+from tests.unit.config_files import error_line, write_config
 from workerless_gevent.config import HttpTargetConfig, LambdaTargetConfig, PollingConfig, QueueConfig
 from workerless_gevent.errors import ConfigError, format_value
 from workerless_gevent.loading import load_config
-
-
-def write_config(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "workerless.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def error_line(path: Path | None, env: dict[str, str] | None = None, flags: dict[str, Any] | None = None) -> str:
-    with pytest.raises(ConfigError) as caught:
-        load_config(None if path is None else str(path), env or {}, flags or {})
-    return caught.value.line()
 
 
 def bad_config_params() -> list[Any]:

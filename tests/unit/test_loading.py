@@ -9,23 +9,11 @@ from typing import Any
 import pytest
 
 from tests.unit.bad_configs import config_text
+from tests.unit.config_files import error_line, write_config
 from workerless_gevent.config import Config, HttpTargetConfig, LambdaTargetConfig, QueueConfig
-from workerless_gevent.errors import ConfigError
 from workerless_gevent.loading import coerce, load_config, parse_queue_spec, strategy_for_spec
 
 HTTP_FLAGS: dict[str, Any] = {"queues": "payments", "http": "http://127.0.0.1:8080/"}
-
-
-def write_config(tmp_path: Path, text: str) -> str:
-    path = tmp_path / "workerless.toml"
-    path.write_text(text, encoding="utf-8")
-    return str(path)
-
-
-def error_line(path: str | None, env: dict[str, str], flags: dict[str, Any]) -> str:
-    with pytest.raises(ConfigError) as caught:
-        load_config(path, env, flags)
-    return caught.value.line()
 
 
 def test_flags_alone_need_no_file() -> None:
