@@ -132,6 +132,3 @@ def dead_letter_attributes(source: str, message: Message, outcome: Outcome) -> d
         attributes[name] = {"DataType": data_type, "StringValue": text}
     return attributes
 
-
-def age_milliseconds(message: Message) -> float:
-    return (time.time() - message.received_at) * 1000

@@ -73,7 +73,6 @@ class Registry:
     def __init__(self) -> None:
         self.window = Window()
         self.totals: Counter[tuple[str, str]] = Counter()
-        self.gauges: dict[tuple[str, str], float] = {}
         self.gauge_readers: dict[str, GaugeReader] = {}
         self.histograms: dict[tuple[str, str], Histogram] = {}
         self.failure_types: dict[str, tuple[int, str]] = {}
@@ -93,15 +92,12 @@ class Registry:
             histogram = self.histograms[(name, queue)] = Histogram(bounds)
         histogram.add(milliseconds / 1000)
 
-    def set_gauge(self, queue: str, name: str, value: float) -> None:
-        self.gauges[(name, queue)] = value
-
     def track_gauge(self, name: str, read: GaugeReader) -> None:
         """A gauge sampled whenever someone reads it, so it can never drift from the truth."""
         self.gauge_readers[name] = read
 
     def read_gauges(self) -> dict[tuple[str, str], float]:
-        values = dict(self.gauges)
+        values: dict[tuple[str, str], float] = {}
         for name, read in self.gauge_readers.items():
             for queue, value in read().items():
                 values[(name, queue)] = float(value)

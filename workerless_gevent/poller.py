@@ -122,9 +122,6 @@ class Poller:
             state.buffer.clear()
         return buffered
 
-    def buffered_count(self) -> int:
-        return sum(len(state.buffer) for state in self.states)
-
     def is_drained(self) -> bool:
         """Every queue has come back empty from a long poll since it last had messages."""
         return all(state.is_drained and not state.buffer for state in self.states)
