@@ -56,7 +56,7 @@ class Daemon:
         self.scheduler = build_scheduler(config, clients, self.parts.queues, rng)
 
     def queue_state(self, name: str) -> QueueState:
-        target = self.parts.targets[self.config.target_of(self.parts.queues[name].config).name]
+        target = self.parts.targets[self.parts.queues[name].config.target]
         return QueueState(self.parts.queues[name], target.messages_per_delivery, target.pause.remaining_seconds)
 
     def request_stop(self, reason: str = "signal") -> None:
@@ -113,7 +113,7 @@ class Daemon:
 
     def deliver(self, work: Work) -> None:
         queue = work.state.queue
-        target = self.parts.targets[self.config.target_of(queue.config).name]
+        target = self.parts.targets[queue.config.target]
         for message in work.messages:
             self.leases.limit(message, target.hard_deadline_seconds + 5)
         started = time.monotonic()

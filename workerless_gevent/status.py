@@ -85,7 +85,7 @@ def queue_rows(view: DaemonView) -> list[dict[str, Any]]:
     in_flight = count_in_flight(view.in_flight, (state.queue.name for state in view.poller.states))
     return [{
         "name": state.queue.name,
-        "target": view.config.target_of(state.queue.config).name,
+        "target": state.queue.config.target,
         "state": "ready" if state.is_ready else "idle",
         "buffered": len(state.buffer),
         "in_flight": int(in_flight.get(state.queue.name, 0)),
@@ -101,7 +101,7 @@ def message_rows(view: DaemonView) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = [{
         "id": message.message_id,
         "queue": work.state.queue.name,
-        "target": view.config.target_of(work.state.queue.config).name,
+        "target": work.state.queue.config.target,
         "age_seconds": round(max(0.0, now - message.received_at), 1),
         "receive_count": message.receive_count,
     } for work in list(view.in_flight) for message in work.messages]
