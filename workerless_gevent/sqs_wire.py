@@ -1,10 +1,10 @@
-"""The three hot SQS calls without botocore's client: AWS JSON 1.0 over geventhttpclient.
+"""The three hot SQS calls without botocore's client: AWS JSON 1.0 over `http_wire`.
 
 ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch are nearly all of the daemon's
 SQS traffic, and a botocore client call costs 1-2 ms of CPU (parameter validation, event hooks,
 model-driven serializing and parsing). `SqsWire` builds the JSON body itself, signs it with
-botocore's own `SigV4Auth` and the session's (refreshable) credentials, sends it on one
-geventhttpclient pool to the client's endpoint, and parses the answer with `json.loads`.
+`sigv4.Signer` (botocore's signature, with the session's refreshable credentials), sends it on
+one `http_wire.Connections` pool to the client's endpoint, and parses the answer with `json.loads`.
 
 It stands in for the boto3 client on those three methods only, with the same keyword arguments
 and the same result shapes: binary message attributes come back as bytes, as botocore decodes
@@ -28,13 +28,11 @@ from http.client import HTTPException
 from typing import Any
 
 import botocore
-import botocore.auth
-import botocore.awsrequest
 import botocore.exceptions
-from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed
 
 from . import __version__
+from .http_wire import STALE_ERRORS, Connections, tls_context
+from .sigv4 import Signer
 
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 TARGET_PREFIX = "AmazonSQS."
@@ -47,9 +45,6 @@ MESSAGE_KEYS = ("MessageId", "ReceiptHandle", "MD5OfBody", "Body", "Attributes",
                 "MessageAttributes")
 ATTRIBUTE_VALUE_KEYS = ("StringValue", "BinaryValue", "StringListValues", "BinaryListValues", "DataType")
 
-# A pooled connection the server closed while it sat idle fails like this before any answer.
-STALE_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    HTTPConnectionClosed, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
 
 
 class SqsWire:
@@ -68,10 +63,13 @@ class SqsWire:
         self.connect_timeout = connect_timeout
         self.path = parts.path or "/"
         self.host = host_header(parts)
-        self.url = f"{parts.scheme}://{parts.netloc}{self.path}"  # what is signed
-        options: dict[str, Any] = {"ssl_options": {"ca_certs": ca_bundle}} if ca_bundle else {}
-        self.http = HTTPClient.from_url(endpoint_url, concurrency=concurrency, connection_timeout=connect_timeout,
-                                        network_timeout=read_timeout, headers={"User-Agent": USER_AGENT}, **options)
+        self.signer = Signer(credentials, region, SIGNING_NAME, self.host, self.path)
+        self.request_line = f"POST {self.path} HTTP/1.1\r\nUser-Agent: {USER_AGENT}\r\n"
+        secure = parts.scheme == "https"
+        self.http = Connections(parts.hostname, parts.port or (443 if secure else 80), limit=concurrency,
+                                connect_timeout=connect_timeout, read_timeout=read_timeout,
+                                tls=tls_context(ca_bundle) if secure else None,
+                                keep_headers=("x-amzn-requestid", "x-amzn-query-error"))
 
     @classmethod
     def for_client(cls, sqs: Any, credentials: Any, *, concurrency: int, read_timeout: float,
@@ -116,16 +114,17 @@ class SqsWire:
     def call(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
         """POST one JSON request; the parsed answer with ResponseMetadata, or a botocore exception."""
         body = json.dumps(params, separators=(",", ":")).encode("utf-8")
-        headers = self.sign(action, body)
+        headers = self.signer.headers(TARGET_PREFIX + action, body)
+        head = "".join([self.request_line, f"Content-Length: {len(body)}\r\n",
+                        *[f"{name}: {value}\r\n" for name, value in headers.items()], "\r\n"])
         started = time.monotonic()
         try:
-            response = self.send(body, headers)
-            data = response.read()
-        except (OSError, HTTPException, RuntimeError) as error:
+            response = self.http.exchange(head.encode("latin-1") + body, resend_if_stale=True)
+        except (OSError, HTTPException) as error:
             raise self.connection_error(error, started) from error
-        status = response.status_code
+        status, data = response.status, response.body
         if status >= 300:
-            raise self.client_error(action, status, response, data)
+            raise self.client_error(action, status, response.headers, data)
         try:
             parsed = json.loads(data) if data else {}
         except ValueError as error:
@@ -135,37 +134,15 @@ class SqsWire:
         if None in parsed.values():  # botocore leaves out members that came back null
             parsed = {key: value for key, value in parsed.items() if value is not None}
         metadata: dict[str, Any] = {"HTTPStatusCode": status}
-        request_id = response.get("x-amzn-requestid")
-        if isinstance(request_id, str):
+        request_id = response.headers.get("x-amzn-requestid")
+        if request_id is not None:
             metadata["RequestId"] = request_id
         parsed["ResponseMetadata"] = metadata
         return parsed
 
-    def sign(self, action: str, body: bytes) -> dict[str, str]:
-        """The request's headers, with SigV4 added by botocore over the host, target and body."""
-        credentials = self.credentials
-        if credentials is None:
-            raise botocore.exceptions.NoCredentialsError()
-        request = botocore.awsrequest.AWSRequest(method="POST", url=self.url, data=body, headers={
-            "Host": self.host,
-            "X-Amz-Target": TARGET_PREFIX + action,
-            "Content-Type": JSON_CONTENT_TYPE,
-            "x-amzn-query-mode": "true",  # SQS is awsQueryCompatible: error codes come as x-amzn-query-error
-        })
-        botocore.auth.SigV4Auth(credentials.get_frozen_credentials(), SIGNING_NAME, self.region).add_auth(request)
-        return dict(request.headers.items())
-
-    def send(self, body: bytes, headers: dict[str, str]) -> Any:
-        """POST on a pooled connection; resend once at once if that connection was found dead."""
-        try:
-            return self.http.request("POST", self.path, body=body, headers=headers)
-        except STALE_CONNECTION_ERRORS:
-            pass  # closed before any answer (a keep-alive connection the server dropped): once more, on a new one
-        return self.http.request("POST", self.path, body=body, headers=headers)
-
     def connection_error(self, error: BaseException, started: float) -> botocore.exceptions.BotoCoreError:
         url = self.endpoint_url
-        if isinstance(error, (*STALE_CONNECTION_ERRORS, ConnectionAbortedError, HTTPException)):
+        if isinstance(error, (*STALE_ERRORS, ConnectionAbortedError, HTTPException)):
             return botocore.exceptions.ConnectionClosedError(endpoint_url=url, error=error)
         if isinstance(error, TimeoutError):
             # A read timeout needs read_timeout seconds of silence; anything sooner was the connect.
@@ -178,7 +155,8 @@ class SqsWire:
             return botocore.exceptions.EndpointConnectionError(endpoint_url=url, error=error)
         return botocore.exceptions.HTTPClientError(error=error)
 
-    def client_error(self, action: str, status: int, response: Any, data: bytes) -> botocore.exceptions.ClientError:
+    def client_error(self, action: str, status: int, headers: dict[str, str],
+                     data: bytes) -> botocore.exceptions.ClientError:
         """botocore's JSON error parsing, query-compatible codes included, and its modeled exception class."""
         try:
             body = json.loads(data) if data else {}
@@ -186,7 +164,6 @@ class SqsWire:
             body = {"message": data.decode("utf-8", "replace")}
         if not isinstance(body, dict):
             body = {}
-        headers = {str(name).lower(): str(value) for name, value in response.items()}
         error: dict[str, Any] = {"Message": body.get("message", body.get("Message", "")), "Code": ""}
         code = str(body.get("__type") or status)
         if ":" in code:

@@ -7,17 +7,14 @@ import hashlib
 import hmac
 import logging
 import re
-import socket
 import time
 import urllib.parse
-from typing import Any
 
 import gevent
-import gevent.socket
-from geventhttpclient import HTTPClient
 
 from .. import __version__
 from ..config import HttpTargetConfig
+from ..http_wire import Connections
 from ..message import Message, iso_utc
 from . import Outcome, Pause, QueueInfo, Result
 
@@ -31,27 +28,17 @@ PATH_ATTRIBUTE = "beanstalk.sqsd.path"
 class HttpTarget:
     def __init__(self, config: HttpTargetConfig) -> None:
         url = urllib.parse.urlsplit(config.url)
+        host, port = url.hostname or "127.0.0.1", url.port or 80
         self.name = config.name
         self.config = config
         self.path = url.path or "/"
         self.messages_per_delivery = 1
         self.hard_deadline_seconds = float(config.connect_timeout + config.inactivity_timeout)
         self.pause = Pause()
-        self.client = self.build_client()
-
-    def build_client(self) -> HTTPClient:
-        url = urllib.parse.urlsplit(self.config.url)
-        client = HTTPClient(
-            url.hostname or "127.0.0.1",
-            url.port or 80,
-            concurrency=self.config.max_connections,
-            connection_timeout=self.config.connect_timeout,
-            network_timeout=self.config.inactivity_timeout,
-            headers={"User-Agent": f"aws-sqsd/{__version__} (workerless)"},
-        )
-        # geventhttpclient has no socket-options hook; its pool's socket factory is the one seam.
-        client._connection_pool._create_tcp_socket = create_socket  # type: ignore[method-assign,assignment]
-        return client
+        self.connections = Connections(host, port, limit=config.max_connections, connect_timeout=config.connect_timeout,
+                                       read_timeout=config.inactivity_timeout, quick_ack=True,
+                                       keep_headers=("Retry-After",), keep_body=False)
+        self.fixed_head = f"Host: {host_port(host, port)}\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n"
 
     def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
         return [self.post(queue, message) for message in messages]
@@ -69,50 +56,34 @@ class HttpTarget:
                 headers = build_headers(queue.name, message, self.config.content_type)
                 if self.config.signing_secret:
                     headers.update(sign(self.config.signing_secret, body, int(time.time())))
-                response = self.client.request("POST", path, body=body, headers=headers)
-                try:
-                    response.read()
-                finally:
-                    response.release()
-                return self.judge(response.status_code, response.get("Retry-After"))
-            # The deadline can strike inside the library after it took a pooled connection and before
-            # it handed it to a response, and that connection slot never comes back: start afresh.
-            stale, self.client = self.client, self.build_client()
-            gevent.spawn_later(self.hard_deadline_seconds, stale.close)
+                head = "".join([f"POST {path} HTTP/1.1\r\n", self.fixed_head, f"Content-Length: {len(body)}\r\n",
+                                *[f"{name}: {value}\r\n" for name, value in headers.items()], "\r\n"])
+                reply = self.connections.exchange(head.encode("latin-1") + body)
+                return self.judge(reply.status, reply.headers.get("retry-after"))
             return Outcome.failure("Timeout", f"no complete response within {self.hard_deadline_seconds:g}s")
         except OSError as error:
             return Outcome.failure(type(error).__name__, str(error) or type(error).__name__)
         except Exception as error:  # a malformed response from the app must not kill the delivery
             return Outcome.failure(type(error).__name__, str(error))
 
-    def judge(self, status: int, retry_after: str | list[str] | None) -> Outcome:
+    def judge(self, status: int, retry_after: str | None) -> Outcome:
         if 200 <= status < 300:
             return Outcome.success()
         if status in (429, 503) and retry_after is not None:
-            seconds = parse_retry_after(retry_after if isinstance(retry_after, str) else retry_after[0])
+            seconds = parse_retry_after(retry_after)
             if seconds is not None:
                 self.pause.extend(seconds)
                 return Outcome(Result.RETRY, f"HTTP {status}", f"HTTP {status}, Retry-After {seconds:g}s", seconds)
         return Outcome.failure(f"HTTP {status}", f"the app answered HTTP {status}")
 
     def close(self) -> None:
-        self.client.close()
+        self.connections.close()
 
 
-class QuickAckSocket(gevent.socket.socket):  # type: ignore[misc]
-    """Acknowledges at once. An app server that writes headers and body in two sends with Nagle on
-    (gevent's pywsgi, Werkzeug) otherwise waits for our delayed ACK: 40 ms on every delivery."""
-
-    def recv(self, *args: Any) -> bytes:
-        self.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
-        return super().recv(*args)  # type: ignore[no-any-return]
-
-
-def create_socket(family: int, kind: int, protocol: int) -> gevent.socket.socket:
-    sock = QuickAckSocket(family, kind, protocol) if hasattr(socket, "TCP_QUICKACK") else \
-        gevent.socket.socket(family, kind, protocol)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
+def host_port(host: str, port: int) -> str:
+    """The Host header: IPv6 in brackets, the port unless it is 80."""
+    host = f"[{host}]" if ":" in host else host
+    return host if port == 80 else f"{host}:{port}"
 
 
 def build_headers(queue_name: str, message: Message, content_type: str) -> dict[str, str]:
