@@ -581,9 +581,11 @@ def frame_name(frame: str) -> str:
 WIRE_FILE = "workerless_gevent/sqs_wire.py"
 WIRE_ACTIONS = {"receive_message": "ReceiveMessage", "delete_message_batch": "DeleteMessageBatch",
                 "change_message_visibility_batch": "ChangeMessageVisibilityBatch"}
-# Frames that only SqsWire.sign reaches in the daemon: botocore's SigV4 and its request/credentials helpers.
-SIGNING_FILES = ("botocore/auth.py", "botocore/awsrequest.py", "botocore/credentials.py", "botocore/compat.py",
-                 "botocore/utils.py")
+# Frames that only signing reaches: the daemon's sigv4.Signer, and botocore's SigV4 with its helpers
+# (botocore's credentials are also what Signer reads, through get_frozen_credentials).
+SIGNING_FILES = ("workerless_gevent/sigv4.py", "botocore/auth.py", "botocore/awsrequest.py",
+                 "botocore/credentials.py", "botocore/compat.py", "botocore/utils.py")
+HTTP_FILES = ("geventhttpclient/", "workerless_gevent/http_wire.py")
 # The POST to the app: the daemon's HTTP target, or the baseline's slot loop.
 POST_FILES = ("workerless_gevent/targets/http.py", "baseline.py")
 
@@ -597,11 +599,12 @@ def classify(frames: list[str]) -> str:
     """The area a sample belongs to: which SQS call (named by its action or its caller), the POST to the
     app, or our own code.
 
-    The daemon's receive, delete and visibility batches go through sqs_wire.SqsWire (botocore's SigV4 +
-    geventhttpclient + json), so a sample anywhere under a sqs_wire.py frame, its signing and its
-    geventhttpclient request included, counts to that SQS action, not to the POST. Other botocore
-    samples are client calls (the daemon's start-up calls; every SQS call of the baseline), named by
-    their caller. geventhttpclient under targets/http.py (or the baseline's slot) is the POST."""
+    The daemon's receive, delete and visibility batches go through sqs_wire.SqsWire (sigv4 + http_wire
+    + json), so a sample anywhere under a sqs_wire.py frame, its signing and its HTTP exchange
+    included, counts to that SQS action, not to the POST. Other botocore samples are client calls
+    (the daemon's start-up calls; every SQS call of the baseline), named by their caller. HTTP code
+    (http_wire, or geventhttpclient for the baseline) under targets/http.py or the baseline's slot
+    is the POST."""
     for index, frame in enumerate(frames):
         if WIRE_FILE in frame:
             action = next((WIRE_ACTIONS[function_of(f)] for f in frames[index:] if WIRE_FILE in f
@@ -615,10 +618,10 @@ def classify(frames: list[str]) -> str:
                 return "SigV4 signing (botocore.auth), the SQS call above it not in the stack"
             caller = frames[index - 1] if index else "?"
             return f"SQS call via botocore, from {caller}"
-    if any("geventhttpclient/" in frame for frame in frames):
+    if any(marker in frame for frame in frames for marker in HTTP_FILES):
         if any(marker in frame for frame in frames for marker in POST_FILES):
-            return "HTTP POST to the app (geventhttpclient)"
-        return "geventhttpclient, caller not in the stack"
+            return "HTTP POST to the app (http_wire; the baseline: geventhttpclient)"
+        return "HTTP code, caller not in the stack"
     own = [frame for frame in frames if "workerless_gevent/" in frame or "baseline.py" in frame]
     if own:
         return "own code: " + own[-1].split(" (")[0]
@@ -632,10 +635,10 @@ def wire_part(frames: list[str]) -> str | None:
         return None
     inner = frames[start:]
     wire_functions = [function_of(f) for f in inner if WIRE_FILE in f]
-    if "sign" in wire_functions or any(marker in f for f in inner for marker in SIGNING_FILES):
-        return "SigV4 signing (SqsWire.sign: botocore AWSRequest + SigV4Auth)"
-    if "send" in wire_functions or any("geventhttpclient/" in f for f in inner):
-        return "HTTP request and response (SqsWire.send, response.read: geventhttpclient)"
+    if any(marker in f for f in inner for marker in SIGNING_FILES):
+        return "SigV4 signing (sigv4.Signer.headers)"
+    if any(marker in f for f in inner for marker in HTTP_FILES):
+        return "HTTP request and response (http_wire.Connections.exchange)"
     if any(f.startswith(("dumps ", "loads ")) or "json/" in f for f in inner):
         return "JSON encode/decode (json.dumps, json.loads)"
     if "parse_message" in wire_functions or "parse_attribute_value" in wire_functions:

@@ -11,6 +11,7 @@ import urllib.parse
 
 import gevent
 import gevent.event
+import gevent.lock
 import gevent.pool
 
 from .aws import Clients
@@ -41,9 +42,9 @@ class Daemon:
         self.stopping = gevent.event.Event()
         self.forced = gevent.event.Event()
         self.stopped = gevent.event.Event()
-        self.slot_freed = gevent.event.Event()
+        self.taking = gevent.lock.Semaphore(1)  # held by the one free slot that is waiting for work
         self.stop_requested_at = 0.0
-        self.pool = gevent.pool.Pool(config.concurrency)
+        self.pool = gevent.pool.Group()
         self.in_flight: set[Work] = set()
         self.started_messages = 0
         states = [self.queue_state(queue.name) for queue in config.queues]
@@ -96,20 +97,30 @@ class Daemon:
         return 0
 
     def dispatch(self) -> None:
-        """Receive only for free slots; the poller decides which queue supplies each one."""
-        while not self.stopping.is_set():
-            # in_flight, not pool.full(): the pool forgets a greenlet only after it has returned.
-            while len(self.in_flight) >= self.config.concurrency and not self.stopping.is_set():
-                self.slot_freed.clear()
-                gevent.wait([self.slot_freed, self.stopping], count=1)
-            work = self.poller.wait_for_work(self.config.concurrency - len(self.in_flight))
-            if work is None:
-                break
-            self.in_flight.add(work)
-            self.pool.spawn(self.deliver, work)
-            self.started_messages += len(work.messages)
-            if self.config.max_messages and self.started_messages >= self.config.max_messages:
-                self.request_stop(f"--max-messages={self.config.max_messages} reached")
+        """One long-lived greenlet per delivery slot; returns once stopping (the slots finish on their own)."""
+        for _ in range(self.config.concurrency):
+            self.pool.spawn(self.run_slot).link_exception(log_greenlet_failure)
+        self.stopping.wait()
+
+    def run_slot(self) -> None:
+        """A free slot takes work, delivers it, and comes back. One free slot at a time asks the poller,
+        which picks the queue in a fresh strategy order for each, and receives only for free slots."""
+        while True:
+            with self.taking:
+                work = None if self.stopping.is_set() else \
+                    self.poller.wait_for_work(self.config.concurrency - len(self.in_flight))
+                if work is None:
+                    return
+                self.in_flight.add(work)
+                self.started_messages += len(work.messages)
+                if self.config.max_messages and self.started_messages >= self.config.max_messages:
+                    self.request_stop(f"--max-messages={self.config.max_messages} reached")
+            try:
+                self.deliver(work)
+            except Exception:  # a bug here must not cost the slot, nor hide the messages until their timeout
+                logger.error("queue=%s delivery failed unexpectedly", work.state.queue.name, exc_info=True)
+                self.handler.release([message for message in work.messages if not message.settled])
+                self.in_flight.discard(work)
 
     def deliver(self, work: Work) -> None:
         queue = work.state.queue
@@ -131,7 +142,6 @@ class Daemon:
                 failed_groups.add(message.group_id)
         self.handler.release(self.poller.finish(work, failed_groups))
         self.in_flight.discard(work)
-        self.slot_freed.set()
 
     def shut_down(self) -> None:
         """Release the buffer at once, give deliveries their grace period, then release the rest."""

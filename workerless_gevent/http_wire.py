@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import socket
 import ssl
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
 import gevent.lock
 import gevent.socket
 from gevent.monkey import get_original
-from geventhttpclient._parser import HTTPResponseParser
+from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
 BLOCK_SIZE = 65536
 QUICK_ACK = getattr(socket, "TCP_QUICKACK", None)
@@ -27,6 +28,10 @@ _select = get_original("select", "select")  # a real, non-yielding select for th
 
 class ConnectionClosed(ConnectionError):
     """The server closed the connection before a complete answer."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """The whole exchange took longer than the caller allowed."""
 
 
 class StaleConnection(Exception):
@@ -61,17 +66,23 @@ class Connections:
         self.idle: list[gevent.socket.socket] = []
         self.closed = False
 
-    def exchange(self, request: bytes, *, resend_if_stale: bool = False) -> Reply:
-        """Send one request and read its answer. With `resend_if_stale`, a reused connection that
-        the server closed before answering anything gets the request once more on a new one."""
-        with self.slots:
+    def exchange(self, request: bytes, *, deadline: float | None = None, resend_if_stale: bool = False) -> Reply:
+        """Send one request and read its answer. Each read may take `read_timeout`, and the whole
+        exchange must end by `deadline` (time.monotonic()), else DeadlineExceeded: a server that
+        trickles bytes never trips a read timeout. With `resend_if_stale`, a reused connection
+        that the server closed before answering anything gets the request once more on a new one."""
+        if not self.slots.acquire(timeout=None if deadline is None else max(0.0, deadline - time.monotonic())):
+            raise DeadlineExceeded("no connection free before the deadline")
+        try:
             sock = self._reuse()
             if sock is not None:
                 try:
-                    return self._exchange_on(sock, request, may_be_stale=resend_if_stale)
+                    return self._exchange_on(sock, request, deadline, may_be_stale=resend_if_stale)
                 except StaleConnection:
                     pass
-            return self._exchange_on(self._connect(), request)
+            return self._exchange_on(self._connect(deadline), request, deadline)
+        finally:
+            self.slots.release()
 
     def close(self) -> None:
         self.closed = True
@@ -79,27 +90,43 @@ class Connections:
         for sock in idle:
             sock.close()
 
-    def _exchange_on(self, sock: gevent.socket.socket, request: bytes, may_be_stale: bool = False) -> Reply:
+    def _exchange_on(self, sock: gevent.socket.socket, request: bytes, deadline: float | None,
+                     may_be_stale: bool = False) -> Reply:
         parser = ReplyParser(self.keep_headers, self.keep_body)
         try:
+            if deadline is not None:
+                self._bound(sock, deadline)
             sock.sendall(request)
             while not parser.done:
+                if deadline is not None:
+                    self._bound(sock, deadline)
                 if self.quick_ack:
                     sock.setsockopt(socket.IPPROTO_TCP, QUICK_ACK, 1)
                 data = sock.recv(BLOCK_SIZE)
-                parser.feed(data)  # an empty feed is EOF, which ends a body sent without a length
+                try:
+                    parser.feed(data)  # an empty feed is EOF, which ends a body sent without a length
+                except HTTPParseError:
+                    if not parser.done:
+                        raise
+                    # Not an answer after the complete one (or any bytes after `Connection: close`): the
+                    # answer stands, as it does when those bytes come in a later read; not reusable.
+                    parser.trailing = True
                 if not data and not parser.done:
                     raise ConnectionClosed("connection closed before a complete answer")
         except BaseException as error:  # a timeout too: the connection is in an unknown state
             sock.close()
             if may_be_stale and not parser.began and isinstance(error, STALE_ERRORS):
                 raise StaleConnection() from error
+            if isinstance(error, TimeoutError) and deadline is not None and time.monotonic() >= deadline:
+                raise DeadlineExceeded("no complete answer before the deadline") from error
             raise
+        if deadline is not None and sock.gettimeout() != self.read_timeout:
+            sock.settimeout(self.read_timeout)
         if parser.trailing or not parser.should_keep_alive() or self.closed:
             sock.close()
         else:
             self.idle.append(sock)
-        return Reply(parser.get_code(), parser.headers, bytes(parser.body))
+        return Reply(parser.status, parser.headers, bytes(parser.body))
 
     def _reuse(self) -> gevent.socket.socket | None:
         """The most recently used idle connection that is still open (the server may have closed it)."""
@@ -114,8 +141,21 @@ class Connections:
             sock.close()  # EOF, or bytes nobody asked for: either way not reusable
         return None
 
-    def _connect(self) -> gevent.socket.socket:
-        sock = gevent.socket.create_connection(self.address, timeout=self.connect_timeout)
+    def _bound(self, sock: gevent.socket.socket, deadline: float) -> None:
+        """The next read or send may wait `read_timeout`, but not past the deadline."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceeded("no complete answer before the deadline")
+        if left < self.read_timeout:
+            sock.settimeout(left)
+
+    def _connect(self, deadline: float | None = None) -> gevent.socket.socket:
+        timeout = self.connect_timeout
+        if deadline is not None:
+            timeout = min(timeout, deadline - time.monotonic())
+            if timeout <= 0:
+                raise DeadlineExceeded("no connection before the deadline")
+        sock = gevent.socket.create_connection(self.address, timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.tls is not None:
@@ -138,6 +178,7 @@ class ReplyParser(HTTPResponseParser):
         self.body = bytearray()
         self.began = False
         self.done = False  # the final (non-1xx) answer is complete
+        self.status = 0  # its status: get_code() moves on to any answer that comes after it
         self.trailing = False  # bytes came after it
         self._field = ""
         self._in_value = True
@@ -179,8 +220,9 @@ class ReplyParser(HTTPResponseParser):
             self.body += data
 
     def _on_message_complete(self) -> None:
-        if self.get_code() >= 200:
+        if self.get_code() >= 200 and not self.done:
             self.done = True
+            self.status = self.get_code()
 
 
 def tls_context(ca_bundle: str | None) -> ssl.SSLContext:

@@ -10,11 +10,10 @@ import re
 import time
 import urllib.parse
 
-import gevent
 
 from .. import __version__
 from ..config import HttpTargetConfig
-from ..http_wire import Connections
+from ..http_wire import Connections, DeadlineExceeded
 from ..message import Message, iso_utc
 from . import Outcome, Pause, QueueInfo, Result
 
@@ -49,17 +48,18 @@ class HttpTarget:
             path = "/" + path
         # A path from a message attribute may hold spaces, controls or non-ASCII: the request line can't.
         path = urllib.parse.quote(path, safe="!$%&'()*+,/:;=?@[]~")
+        # Read timeouts are per read: a server trickling bytes is only stopped by this deadline.
+        deadline = time.monotonic() + self.hard_deadline_seconds
         try:
-            # Read timeouts are per read: a server trickling bytes is only stopped by this deadline.
-            with gevent.Timeout(self.hard_deadline_seconds, False):
-                body = message.body.encode("utf-8")
-                headers = build_headers(queue.name, message, self.config.content_type)
-                if self.config.signing_secret:
-                    headers.update(sign(self.config.signing_secret, body, int(time.time())))
-                head = "".join([f"POST {path} HTTP/1.1\r\n", self.fixed_head, f"Content-Length: {len(body)}\r\n",
-                                *[f"{name}: {value}\r\n" for name, value in headers.items()], "\r\n"])
-                reply = self.connections.exchange(head.encode("latin-1") + body)
-                return self.judge(reply.status, reply.headers.get("retry-after"))
+            body = message.body.encode("utf-8")
+            headers = build_headers(queue.name, message, self.config.content_type)
+            if self.config.signing_secret:
+                headers.update(sign(self.config.signing_secret, body, int(time.time())))
+            head = "".join([f"POST {path} HTTP/1.1\r\n", self.fixed_head, f"Content-Length: {len(body)}\r\n",
+                            *[f"{name}: {value}\r\n" for name, value in headers.items()], "\r\n"])
+            reply = self.connections.exchange(head.encode("latin-1") + body, deadline=deadline)
+            return self.judge(reply.status, reply.headers.get("retry-after"))
+        except DeadlineExceeded:
             return Outcome.failure("Timeout", f"no complete response within {self.hard_deadline_seconds:g}s")
         except OSError as error:
             return Outcome.failure(type(error).__name__, str(error) or type(error).__name__)
