@@ -108,7 +108,7 @@ class Daemon:
         while True:
             with self.taking:
                 work = None if self.stopping.is_set() else \
-                    self.poller.wait_for_work(self.config.concurrency - len(self.in_flight))
+                    self.poller.wait_for_work(self.config.concurrency - len(self.in_flight), len(self.in_flight))
                 if work is None:
                     return
                 self.in_flight.add(work)

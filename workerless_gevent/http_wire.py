@@ -96,7 +96,9 @@ class Connections:
         try:
             if deadline is not None:
                 self._bound(sock, deadline)
-            sock.sendall(request)
+            sent = sock.send(request)  # nearly always all of it: sendall's bookkeeping costs more than this
+            if sent < len(request):
+                sock.sendall(memoryview(request)[sent:])
             while not parser.done:
                 if deadline is not None:
                     self._bound(sock, deadline)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -70,7 +71,13 @@ def iso_utc(epoch_ms: str | None) -> str:
     if seconds > LAST_DATETIME_SECOND:  # past year 9999: fail as datetime does
         moment = datetime.fromtimestamp(int(epoch_ms) / 1000.0, tz=timezone.utc)
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    t = time.gmtime(seconds)  # twice per delivery: half the cost of datetime + strftime
-    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031 - a third faster than an f-string here
-        t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, milliseconds)
+    return f"{utc_second(seconds)}.{milliseconds:03d}Z"
+
+
+@functools.lru_cache(maxsize=256)
+def utc_second(seconds: int) -> str:
+    """Twice per delivery, and the messages of a backlog mostly share their seconds."""
+    t = time.gmtime(seconds)
+    return "%04d-%02d-%02dT%02d:%02d:%02d" % (  # noqa: UP031 - a third faster than an f-string here
+        t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
 

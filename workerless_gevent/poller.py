@@ -8,7 +8,9 @@ a new message wakes the daemon at once and idle cost is one request per queue pe
 from __future__ import annotations
 
 import logging
+import math
 import random
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ CREDENTIAL_CODES = ("SignatureDoesNotMatch", "InvalidClientTokenId", "RequestExp
                     "AccessDenied", "AccessDeniedException", "ExpiredToken", "UnrecognizedClientException")
 
 MAX_RECEIVES_PER_QUEUE = 8
+SMOOTHING = 0.1  # weight of the newest sample in the moving averages of receive time and delivery pace
 
 Admit = Callable[[SqsQueue, list[Message]], list[Message]]
 
@@ -44,6 +47,7 @@ class QueueState:
     failures: int = 0
     receiving: int = 0  # short receives in flight
     receive_width: int = 1  # how many may be in flight at once
+    receive_seconds: float = 0.0  # moving average of a short receive's round trip
     is_drained: bool = False
 
     @property
@@ -71,8 +75,10 @@ class Poller:
         self.wake = gevent.event.Event()
         self.receivers = gevent.pool.Group()
         self.tick = 0
+        self.last_finish = 0.0
+        self.finish_interval = math.inf  # moving average of the time between two deliveries ending
 
-    def wait_for_work(self, free_slots: int = 1) -> Work | None:
+    def wait_for_work(self, free_slots: int = 1, busy_slots: int = 0) -> Work | None:
         """Block until some queue, in a fresh strategy order, has work; None once stopping."""
         while not self.stopping.is_set():
             self.wake.clear()
@@ -84,6 +90,7 @@ class Poller:
                     continue
                 work = self._take(state)
                 if work is not None:
+                    self._receive_ahead(state, free_slots - 1, busy_slots)
                     return work
                 if self._receive_for(state, free_slots):
                     break  # its messages are on their way: queues after it wait, so priority holds
@@ -97,9 +104,15 @@ class Poller:
         for message in work.messages:
             if message.group_id is not None:
                 state.busy_groups.discard(message.group_id)
-        released = [message for message in state.buffer if message.group_id in failed_groups]
+        released = [message for message in state.buffer if message.group_id in failed_groups] if failed_groups else []
         for message in released:
             state.buffer.remove(message)
+        now = time.monotonic()
+        if self.last_finish:
+            interval = max(1e-6, now - self.last_finish)
+            self.finish_interval = interval if self.finish_interval == math.inf else \
+                self.finish_interval + SMOOTHING * (interval - self.finish_interval)
+        self.last_finish = now
         self.wake.set()
         return released
 
@@ -155,9 +168,24 @@ class Poller:
             self.receivers.spawn(self._receive_now, state)
         return state.receiving > 0
 
+    def _receive_ahead(self, state: QueueState, free_slots: int, busy_slots: int) -> None:
+        """On a standard queue with a backlog, start the next receive before the buffer runs dry: for
+        the other free slots, and for the busy ones that will likely free while it is on its way (at
+        the recent pace of deliveries), so that slots do not wait a round trip every few batches."""
+        if state.receiving or not state.is_ready or state.watcher is not None or state.queue.config.is_fifo:
+            return
+        soon = min(busy_slots, state.receive_seconds / self.finish_interval)
+        if len(state.buffer) < (free_slots + soon) * state.take_size:
+            state.receiving += 1
+            self.receivers.spawn(self._receive_now, state)
+
     def _receive_now(self, state: QueueState) -> None:
+        started = time.monotonic()
         try:
             messages = self._receive(state, 0)
+            elapsed = time.monotonic() - started
+            state.receive_seconds = elapsed if not state.receive_seconds else \
+                state.receive_seconds + SMOOTHING * (elapsed - state.receive_seconds)
         except AWS_ERRORS as error:
             logger.warning("queue=%s receive failed, watching it instead: %s", state.queue.name, describe_error(error))
             messages = []

@@ -209,6 +209,16 @@ def test_a_content_length_body_is_kept_or_dropped_and_only_named_headers_come_ba
     assert pool(server.port).exchange(request("third")).headers == {}  # no names asked for, none kept
 
 
+def test_a_request_larger_than_the_socket_buffer_goes_out_whole(
+    serve: Callable[..., RawServer], pool: Callable[..., Connections]
+) -> None:
+    server = serve(lambda peer, request: peer.send(reply(200, str(len(request)).encode())))
+    connections = pool(server.port)
+    big = request("big", BIG * 16)  # 4 MiB: one send() cannot take it all
+    assert connections.exchange(big).body == str(len(big)).encode()
+    assert server.requests == [big]
+
+
 def test_a_chunked_body_in_several_writes_is_joined_and_the_connection_kept(
     serve: Callable[..., RawServer], pool: Callable[..., Connections]
 ) -> None:

@@ -132,3 +132,44 @@ def test_stop_cancels_watchers_and_hands_back_the_buffer(
     rig.queues[busy.name].flush()
     wait_until(lambda: count_visible(sqs, busy.url) == 2, 5, message="buffer not released")
 
+
+
+def short_receives(proxy: CountingProxy, name: str) -> int:
+    return sum(1 for r in proxy.requests if r.action == "ReceiveMessage"
+               and r.params["QueueUrl"].endswith("/" + name) and not r.params.get("WaitTimeSeconds"))
+
+
+def test_the_next_receive_starts_before_the_buffer_runs_dry_only_for_slots_that_want_it(
+    counting_proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
+) -> None:
+    queue = make_queue()
+    for start in (0, 10, 20):
+        sqs.send_message_batch(QueueUrl=queue.url, Entries=[
+            {"Id": str(i), "MessageBody": f"m{start + i}"} for i in range(10)])
+    rig = Rig(counting_proxy, [queue])
+    state = rig.states[0]
+    try:
+        # one free slot, no delivery has ended yet: one receive, and the 9 left wait in the buffer
+        assert rig.poller.wait_for_work(free_slots=1) is not None
+        assert (state.receiving, short_receives(counting_proxy, queue.name), len(state.buffer)) == (0, 1, 9)
+        # 12 free slots want more than the 8 left after this take: the next receive goes out now
+        assert rig.poller.wait_for_work(free_slots=12) is not None
+        assert state.receiving == 1  # started at once (receives are spawned as they are decided)
+        wait_until(lambda: short_receives(counting_proxy, queue.name) == 2 and len(state.buffer) == 18, 10,
+                   message=lambda: f"{short_receives(counting_proxy, queue.name)} receives, {len(state.buffer)} held")
+        # deliveries that ended moments apart make busy slots count as soon free, at that pace
+        for _ in range(3):
+            work = rig.poller.wait_for_work(free_slots=1)
+            assert work is not None
+            rig.poller.finish(work, set())
+        assert rig.poller.finish_interval < 0.5 and state.receive_seconds > 0
+        rig.poller.finish_interval = state.receive_seconds / 40  # 40 deliveries end per receive round trip
+        assert rig.poller.wait_for_work(free_slots=1, busy_slots=49) is not None  # 14 held, ~40 soon wanted
+        wait_until(lambda: short_receives(counting_proxy, queue.name) == 3, 10, message="no receive ahead")
+        # and none while nothing is expected to free up
+        rig.poller.finish_interval = float("inf")
+        wait_until(lambda: state.receiving == 0, 10)
+        assert rig.poller.wait_for_work(free_slots=1, busy_slots=49) is not None
+        assert state.receiving == 0 and len(state.buffer) > 0
+    finally:
+        rig.stop()
