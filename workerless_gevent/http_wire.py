@@ -10,18 +10,21 @@ caller names are kept. About 35 µs per POST, measured the same way.
 
 from __future__ import annotations
 
+import math
 import socket
 import ssl
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
+import gevent
 import gevent.lock
 import gevent.socket
 from gevent.monkey import get_original
 from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
 BLOCK_SIZE = 65536
+WATCH_SECONDS = 0.25  # the longest the watchdog sleeps: timeouts strike up to this late
 QUICK_ACK = getattr(socket, "TCP_QUICKACK", None)
 _select = get_original("select", "select")  # a real, non-yielding select for the idle check
 
@@ -38,6 +41,15 @@ class StaleConnection(Exception):
     """A reused connection turned out closed before any answer: the request may go again."""
 
 STALE_ERRORS = (ConnectionClosed, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
+
+
+@dataclass(slots=True)
+class Watch:
+    """An exchange under way, as the watchdog sees it."""
+
+    deadline: float  # the whole exchange ends by then (time.monotonic())
+    quiet_until: float  # the last read plus read_timeout
+    expired: type[TimeoutError] | None = None  # set by the watchdog, which has shut the socket
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +77,10 @@ class Connections:
         self.slots = gevent.lock.BoundedSemaphore(limit)
         self.idle: list[gevent.socket.socket] = []
         self.closed = False
+        # Sockets block without a timeout of their own: a gevent timeout costs a timer per blocking read,
+        # which was about a tenth of the daemon's CPU per message. One watchdog enforces them all.
+        self.watched: dict[gevent.socket.socket, Watch] = {}
+        self.watchdog: gevent.Greenlet | None = None
 
     def exchange(self, request: bytes, *, deadline: float | None = None, resend_if_stale: bool = False) -> Reply:
         """Send one request and read its answer. Each read may take `read_timeout`, and the whole
@@ -93,18 +109,24 @@ class Connections:
     def _exchange_on(self, sock: gevent.socket.socket, request: bytes, deadline: float | None,
                      may_be_stale: bool = False) -> Reply:
         parser = ReplyParser(self.keep_headers, self.keep_body)
+        now = time.monotonic()
+        watch = self.watched[sock] = Watch(math.inf if deadline is None else deadline, now + self.read_timeout)
+        if self.watchdog is None:
+            self.watchdog = gevent.spawn(self._watch)
         try:
-            if deadline is not None:
-                self._bound(sock, deadline)
+            if watch.deadline <= now:
+                raise DeadlineExceeded("no complete answer before the deadline")
             sent = sock.send(request)  # nearly always all of it: sendall's bookkeeping costs more than this
             if sent < len(request):
                 sock.sendall(memoryview(request)[sent:])
             while not parser.done:
-                if deadline is not None:
-                    self._bound(sock, deadline)
                 if self.quick_ack:
                     sock.setsockopt(socket.IPPROTO_TCP, QUICK_ACK, 1)
                 data = sock.recv(BLOCK_SIZE)
+                if watch.expired is not None:
+                    raise watch.expired("no complete answer before the deadline" if watch.expired is DeadlineExceeded
+                                        else f"no data for {self.read_timeout:g}s")
+                watch.quiet_until = time.monotonic() + self.read_timeout
                 try:
                     parser.feed(data)  # an empty feed is EOF, which ends a body sent without a length
                 except HTTPParseError:
@@ -117,13 +139,14 @@ class Connections:
                     raise ConnectionClosed("connection closed before a complete answer")
         except BaseException as error:  # a timeout too: the connection is in an unknown state
             sock.close()
+            if watch.expired is not None and isinstance(error, Exception) and not isinstance(error, TimeoutError):
+                raise watch.expired("no complete answer before the deadline" if watch.expired is DeadlineExceeded
+                                    else f"no data for {self.read_timeout:g}s") from error
             if may_be_stale and not parser.began and isinstance(error, STALE_ERRORS):
                 raise StaleConnection() from error
-            if isinstance(error, TimeoutError) and deadline is not None and time.monotonic() >= deadline:
-                raise DeadlineExceeded("no complete answer before the deadline") from error
             raise
-        if deadline is not None and sock.gettimeout() != self.read_timeout:
-            sock.settimeout(self.read_timeout)
+        finally:
+            del self.watched[sock]
         if parser.trailing or not parser.should_keep_alive() or self.closed:
             sock.close()
         else:
@@ -143,13 +166,24 @@ class Connections:
             sock.close()  # EOF, or bytes nobody asked for: either way not reusable
         return None
 
-    def _bound(self, sock: gevent.socket.socket, deadline: float) -> None:
-        """The next read or send may wait `read_timeout`, but not past the deadline."""
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise DeadlineExceeded("no complete answer before the deadline")
-        if left < self.read_timeout:
-            sock.settimeout(left)
+    def _watch(self) -> None:
+        """Shut the socket of every exchange past its deadline or silent for read_timeout: its blocked
+        read or send then returns at once, and the exchange raises what the watchdog marked."""
+        try:
+            while self.watched:
+                now = time.monotonic()
+                for sock, watch in list(self.watched.items()):
+                    if watch.expired is None and (now >= watch.deadline or now >= watch.quiet_until):
+                        watch.expired = DeadlineExceeded if now >= watch.deadline else TimeoutError
+                        try:
+                            sock.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                soonest = min((min(w.deadline, w.quiet_until) for w in self.watched.values() if w.expired is None),
+                              default=now + WATCH_SECONDS)
+                gevent.sleep(min(WATCH_SECONDS, max(0.01, soonest - now)))
+        finally:
+            self.watchdog = None
 
     def _connect(self, deadline: float | None = None) -> gevent.socket.socket:
         timeout = self.connect_timeout
@@ -162,7 +196,7 @@ class Connections:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.tls is not None:
                 sock = self.tls.wrap_socket(sock, server_hostname=self.address[0])
-            sock.settimeout(self.read_timeout)  # per read: a trickling server is cut by the caller's deadline
+            sock.settimeout(None)  # blocking reads: the watchdog enforces read_timeout and deadlines
         except BaseException:
             sock.close()
             raise

@@ -492,6 +492,8 @@ def test_a_trickling_answer_is_cut_at_the_deadline_though_no_read_times_out(
         if tag_of(request) == "fast":
             peer.send(reply(200, b"fast"))
             return
+        if tag_of(request) == "hang":
+            return
         peer.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
         for _ in range(100):  # a byte every 0.1 s: 10 s in all, never 0.5 s of silence
             gevent.sleep(0.1)
@@ -506,7 +508,12 @@ def test_a_trickling_answer_is_cut_at_the_deadline_though_no_read_times_out(
     wait_until(lambda: server.peers[0].eof, 5, message="the connection cut at the deadline was left open")
     # the slot came back, and a connection that met its deadline is pooled with its read timeout intact
     assert connections.exchange(request("fast"), deadline=time.monotonic() + 0.3).body == b"fast"
-    assert connections.idle and connections.idle[0].gettimeout() == 0.5
+    assert len(connections.idle) == 1 and len(server.peers) == 2
+    started = time.monotonic()
+    with within(5), pytest.raises(TimeoutError) as raised:
+        connections.exchange(request("hang"), deadline=started + 60)
+    assert not isinstance(raised.value, DeadlineExceeded) and 0.45 <= time.monotonic() - started < 1.5
+    assert len(server.peers) == 2  # on the pooled connection
 
 
 def test_a_deadline_already_past_sends_nothing(serve: Callable[..., RawServer],
@@ -751,3 +758,35 @@ def test_a_tls_round_trip_keeps_the_connection_and_notices_a_server_close(
     with within(5), pytest.raises(ssl.SSLCertVerificationError):
         untrusting.exchange(request("refused"))
     assert len(server.requests) == 4
+
+
+# ------------------------------------------------------------------ the watchdog
+
+
+def test_a_send_the_server_never_reads_is_cut_at_the_deadline(pool: Callable[..., Connections]) -> None:
+    listener = socket.socket()  # accepts connections (the kernel's backlog) and never reads them
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    try:
+        connections = pool(listener.getsockname()[1], read_timeout=30)
+        started = time.monotonic()
+        with within(5), pytest.raises(DeadlineExceeded):
+            connections.exchange(request("huge", BIG * 64), deadline=started + 0.5)  # 16 MiB: send() blocks
+        assert 0.45 <= time.monotonic() - started < 1.5
+        assert not connections.watched
+    finally:
+        listener.close()
+
+
+def test_the_watchdog_runs_only_while_exchanges_are_under_way(
+    serve: Callable[..., RawServer], pool: Callable[..., Connections]
+) -> None:
+    server = serve(silent_on_hang)
+    connections = pool(server.port, limit=2, read_timeout=5)
+    assert connections.exchange(request("quick")).body == b"quick"
+    wait_until(lambda: connections.watchdog is None, 5, message="the watchdog outlived the exchanges")
+    hanging = gevent.spawn(connections.exchange, request("hang"))
+    wait_until(lambda: connections.watched and connections.watchdog is not None, 5)
+    hanging.kill(block=True, timeout=5)  # the caller's own timeout or kill: the watch goes with it
+    assert not connections.watched
+    wait_until(lambda: connections.watchdog is None, 5, message="the watchdog outlived the exchanges")
