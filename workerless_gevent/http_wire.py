@@ -27,6 +27,7 @@ BLOCK_SIZE = 65536
 WATCH_SECONDS = 0.25  # the longest the watchdog sleeps: timeouts strike up to this late
 QUICK_ACK = getattr(socket, "TCP_QUICKACK", None)
 _select = get_original("select", "select")  # a real, non-yielding select for the idle check
+_ignore = set[str]().discard  # a C callable that takes one argument and returns None
 
 
 class ConnectionClosed(ConnectionError):
@@ -64,7 +65,7 @@ class Connections:
 
     def __init__(self, host: str, port: int, *, limit: int, connect_timeout: float, read_timeout: float,
                  tls: ssl.SSLContext | None = None, quick_ack: bool = False, keep_headers: Collection[str] = (),
-                 keep_body: bool = True) -> None:
+                 keep_headers_of_errors_only: bool = False, keep_body: bool = True) -> None:
         self.address = (host, port)
         self.tls = tls
         self.connect_timeout = connect_timeout
@@ -73,6 +74,7 @@ class Connections:
         # Nagle on (gevent's pywsgi, Werkzeug) otherwise waits for our delayed ACK, 40 ms a delivery.
         self.quick_ack = quick_ack and QUICK_ACK is not None
         self.keep_headers = frozenset(name.lower() for name in keep_headers)
+        self.keep_headers_of_errors_only = keep_headers_of_errors_only  # of answers other than 2xx
         self.keep_body = keep_body
         self.slots = gevent.lock.BoundedSemaphore(limit)
         self.idle: list[gevent.socket.socket] = []
@@ -108,7 +110,7 @@ class Connections:
 
     def _exchange_on(self, sock: gevent.socket.socket, request: bytes, deadline: float | None,
                      may_be_stale: bool = False) -> Reply:
-        parser = ReplyParser(self.keep_headers, self.keep_body)
+        parser = ReplyParser(self.keep_headers, self.keep_body, self.keep_headers_of_errors_only)
         now = time.monotonic()
         watch = self.watched[sock] = Watch(math.inf if deadline is None else deadline, now + self.read_timeout)
         if self.watchdog is None:
@@ -204,21 +206,26 @@ class Connections:
 
 
 class ReplyParser(HTTPResponseParser):
-    """llhttp's callbacks, keeping the status, the named headers and (optionally) the body."""
+    """llhttp's callbacks, keeping the status, the named headers and (optionally) the body.
 
-    def __init__(self, keep_headers: frozenset[str], keep_body: bool) -> None:
+    One is made per answer, so what does not change is kept on the class."""
+
+    began = False
+    done = False  # the final (non-1xx) answer is complete
+    status = 0  # its status: get_code() moves on to any answer that comes after it
+    trailing = False  # bytes came after it
+    _field = ""
+    _in_value = True
+    _kept: str | None = None
+    _skipping = False
+
+    def __init__(self, keep_headers: frozenset[str], keep_body: bool, keep_headers_of_errors_only: bool = False) -> None:
         super().__init__()
         self.keep_headers = keep_headers
         self.keep_body = keep_body
+        self.keep_headers_of_errors_only = keep_headers_of_errors_only
         self.headers: dict[str, str] = {}
         self.body = bytearray()
-        self.began = False
-        self.done = False  # the final (non-1xx) answer is complete
-        self.status = 0  # its status: get_code() moves on to any answer that comes after it
-        self.trailing = False  # bytes came after it
-        self._field = ""
-        self._in_value = True
-        self._kept: str | None = None
 
     def _on_message_begin(self) -> None:
         if self.done:
@@ -226,9 +233,15 @@ class ReplyParser(HTTPResponseParser):
             return
         self.began = True
         self.headers.clear()  # an interim 1xx answer's headers are not the final answer's
+        if self._skipping:
+            del self._on_header_field, self._on_header_value
+            self._skipping = False
 
     def _on_status(self, text: str) -> None:
-        pass
+        # llhttp calls back twice per header: when none is wanted, a C no-op takes those calls.
+        if not self.keep_headers or (self.keep_headers_of_errors_only and 200 <= self.get_code() < 300):
+            self.__dict__.update(_on_header_field=_ignore, _on_header_value=_ignore)
+            self._skipping = True
 
     def _on_header_field(self, text: str) -> None:
         # llhttp may hand over a name or a value in pieces when it spans two reads.

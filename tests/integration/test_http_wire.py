@@ -790,3 +790,19 @@ def test_the_watchdog_runs_only_while_exchanges_are_under_way(
     hanging.kill(block=True, timeout=5)  # the caller's own timeout or kill: the watch goes with it
     assert not connections.watched
     wait_until(lambda: connections.watchdog is None, 5, message="the watchdog outlived the exchanges")
+
+
+@pytest.mark.parametrize(("answer", "headers"), [
+    (reply(200, b"ok", [("Retry-After", "5")]), {}),
+    (reply(503, b"busy", [("Retry-After", "5")]), {"retry-after": "5"}),
+    (b"HTTP/1.1 100 Continue\r\n\r\n" + reply(429, b"slow down", [("Retry-After", "7")]), {"retry-after": "7"}),
+    (reply(204, b"", [("Retry-After", "5")]) + reply(503, b"", [("Retry-After", "9")]), {}),
+], ids=["2xx", "5xx", "interim-then-429", "2xx-then-trailing-503"])
+def test_headers_of_errors_only_are_kept_for_answers_other_than_2xx(
+    serve: Callable[..., RawServer], pool: Callable[..., Connections], answer: bytes, headers: dict[str, str]
+) -> None:
+    server = serve(answer_with(answer))
+    connections = pool(server.port, keep_headers=KEEP, keep_headers_of_errors_only=True)
+    assert connections.exchange(request()).headers == headers
+    assert pool(server.port, keep_headers=KEEP).exchange(request()).headers.get("retry-after") == \
+        answer.split(b"Retry-After: ", 1)[1].split(b"\r\n", 1)[0].decode()

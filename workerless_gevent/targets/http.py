@@ -36,7 +36,8 @@ class HttpTarget:
         self.pause = Pause()
         self.connections = Connections(host, port, limit=config.max_connections, connect_timeout=config.connect_timeout,
                                        read_timeout=config.inactivity_timeout, quick_ack=True,
-                                       keep_headers=("Retry-After",), keep_body=False)
+                                       keep_headers=("Retry-After",), keep_headers_of_errors_only=True,
+                                       keep_body=False)
         self.fixed_head = f"Host: {host_port(host, port)}\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n"
 
     def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
