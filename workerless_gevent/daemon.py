@@ -103,24 +103,49 @@ class Daemon:
         self.stopping.wait()
 
     def run_slot(self) -> None:
-        """A free slot takes work, delivers it, and comes back. One free slot at a time asks the poller,
-        which picks the queue in a fresh strategy order for each, and receives only for free slots."""
-        while True:
-            with self.taking:
-                work = None if self.stopping.is_set() else \
-                    self.poller.wait_for_work(self.config.concurrency - len(self.in_flight), len(self.in_flight))
-                if work is None:
-                    return
-                self.in_flight.add(work)
-                self.started_messages += len(work.messages)
-                if self.config.max_messages and self.started_messages >= self.config.max_messages:
-                    self.request_stop(f"--max-messages={self.config.max_messages} reached")
+        """A free slot takes work, delivers it, and comes back; a bug on the way costs neither the slot
+        nor the messages."""
+        while not self.stopping.is_set():
+            try:
+                work = self.take_work()
+            except Exception:
+                logger.error("taking work failed unexpectedly; trying again in 1s", exc_info=True)
+                self.stopping.wait(1.0)
+                continue
+            if work is None:
+                return
             try:
                 self.deliver(work)
-            except Exception:  # a bug here must not cost the slot, nor hide the messages until their timeout
+            except Exception:
                 logger.error("queue=%s delivery failed unexpectedly", work.state.queue.name, exc_info=True)
-                self.handler.release([message for message in work.messages if not message.settled])
-                self.in_flight.discard(work)
+                self.abandon(work)
+
+    def take_work(self) -> Work | None:
+        """One free slot at a time asks the poller, which picks the queue in a fresh strategy order for
+        each and receives only for free slots."""
+        with self.taking:
+            if self.stopping.is_set():
+                return None
+            work = self.poller.wait_for_work(self.config.concurrency - len(self.in_flight), len(self.in_flight))
+            if work is None:
+                return None
+            self.in_flight.add(work)
+            self.started_messages += len(work.messages)
+            if self.config.max_messages and self.started_messages >= self.config.max_messages:
+                self.request_stop(f"--max-messages={self.config.max_messages} reached")
+            return work
+
+    def abandon(self, work: Work) -> None:
+        """After a bug mid-delivery: what was not settled is visible again at once, and its FIFO groups
+        are freed with the rest of them released, as after a failure."""
+        try:
+            groups = {message.group_id for message in work.messages if message.group_id is not None}
+            unsettled = [message for message in work.messages if not message.settled]
+            self.handler.release(unsettled + self.poller.finish(work, groups))
+        except Exception:
+            logger.error("queue=%s releasing after a failed delivery failed", work.state.queue.name, exc_info=True)
+        finally:
+            self.in_flight.discard(work)
 
     def deliver(self, work: Work) -> None:
         queue = work.state.queue

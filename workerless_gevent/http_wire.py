@@ -11,6 +11,7 @@ caller names are kept. About 35 µs per POST, measured the same way.
 from __future__ import annotations
 
 import math
+import select
 import socket
 import ssl
 import time
@@ -26,7 +27,8 @@ from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 BLOCK_SIZE = 65536
 WATCH_SECONDS = 0.25  # the longest the watchdog sleeps: timeouts strike up to this late
 QUICK_ACK = getattr(socket, "TCP_QUICKACK", None)
-_select = get_original("select", "select")  # a real, non-yielding select for the idle check
+_poll = get_original("select", "poll")  # a real, non-yielding poll for the idle check (select fails at fd 1024)
+IDLE_TROUBLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP | select.POLLNVAL
 _ignore = set[str]().discard  # a C callable that takes one argument and returns None
 
 
@@ -160,10 +162,12 @@ class Connections:
         while self.idle:
             sock = self.idle.pop()
             try:
-                readable = _select([sock], [], [], 0)[0]
+                poller = _poll()
+                poller.register(sock.fileno(), IDLE_TROUBLE)
+                troubled = poller.poll(0)
             except (OSError, ValueError):
-                readable = [sock]
-            if not readable:
+                troubled = True
+            if not troubled:
                 return sock
             sock.close()  # EOF, or bytes nobody asked for: either way not reusable
         return None

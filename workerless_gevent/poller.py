@@ -109,7 +109,7 @@ class Poller:
             state.buffer.remove(message)
         now = time.monotonic()
         if self.last_finish:
-            interval = max(1e-6, now - self.last_finish)
+            interval = min(1.0, max(1e-6, now - self.last_finish))  # a pause is no pace: it must not linger
             self.finish_interval = interval if self.finish_interval == math.inf else \
                 self.finish_interval + SMOOTHING * (interval - self.finish_interval)
         self.last_finish = now

@@ -10,6 +10,7 @@ client closed.
 from __future__ import annotations
 
 import datetime
+import os
 import ipaddress
 import shutil
 import socket
@@ -23,6 +24,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+import gevent.socket
 import pytest
 from gevent.server import StreamServer
 
@@ -806,3 +808,31 @@ def test_headers_of_errors_only_are_kept_for_answers_other_than_2xx(
     assert connections.exchange(request()).headers == headers
     assert pool(server.port, keep_headers=KEEP).exchange(request()).headers.get("retry-after") == \
         answer.split(b"Retry-After: ", 1)[1].split(b"\r\n", 1)[0].decode()
+
+
+def test_the_idle_check_works_on_file_descriptors_past_1024(pool: Callable[..., Connections]) -> None:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        pytest.skip(f"RLIMIT_NOFILE is {soft}: cannot open past fd 1024")
+    filler = [open(os.devnull)]  # noqa: SIM115 - closed below; every free descriptor up to 1100 taken
+    try:
+        while filler[-1].fileno() < 1100:
+            filler.append(open(os.devnull))  # noqa: SIM115
+        ours, theirs = gevent.socket.socketpair()  # no yield since the filling: nothing freed a lower one
+    finally:
+        for handle in filler:
+            handle.close()
+    try:
+        assert ours.fileno() >= 1024  # where select() cannot look
+        connections = pool(9)
+        connections.idle.append(ours)
+        assert connections._reuse() is ours  # open and quiet: reused
+        connections.idle.append(ours)
+        theirs.close()
+        wait_until(lambda: connections._reuse() is None, 5, message="a closed connection was offered for reuse")
+        assert ours.fileno() == -1 and not connections.idle
+    finally:
+        ours.close()
+        theirs.close()

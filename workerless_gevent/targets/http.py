@@ -58,7 +58,9 @@ class HttpTarget:
                 headers.update(sign(self.config.signing_secret, body, int(time.time())))
             head = "".join([f"POST {path} HTTP/1.1\r\n", self.fixed_head, f"Content-Length: {len(body)}\r\n",
                             *[f"{name}: {value}\r\n" for name, value in headers.items()], "\r\n"])
-            reply = self.connections.exchange(head.encode("latin-1") + body, deadline=deadline)
+            # A kept-alive connection the app closed as the request went out gets it again on a new one:
+            # nothing of it was answered, and failing the delivery would only redeliver it later.
+            reply = self.connections.exchange(head.encode("latin-1") + body, deadline=deadline, resend_if_stale=True)
             return self.judge(reply.status, reply.headers.get("retry-after"))
         except DeadlineExceeded:
             return Outcome.failure("Timeout", f"no complete response within {self.hard_deadline_seconds:g}s")
