@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """CPU cost of the parts every SQS-to-HTTP forwarder pays, measured alone in one gevent process:
 a ReceiveMessage of 10 (all attributes), a DeleteMessageBatch of 10, and one POST to the sink
-(50 at a time through one geventhttpclient, as the daemon does). Their sum per message,
+(50 at a time through one geventhttpclient, as the baseline does). Their sum per message,
 POST + (receive + delete) / 10, is the floor for a daemon built on these libraries on this
-machine: whatever the daemon or the baseline spends above it is their own overhead.
+machine: whatever the baseline spends above it is its own overhead. The same POST through the
+daemon's own HTTP client (`workerless_gevent/http_wire.py`) is measured too, for comparison.
 
 Usage: components.py QUEUE_URL SINK_URL ROUNDS   (QUEUE_URL must hold ROUNDS*10 messages)
 Prints one JSON object. AWS endpoint and credentials come from the environment.
@@ -23,6 +24,9 @@ import botocore.config  # noqa: E402
 import gevent  # noqa: E402
 import gevent.pool  # noqa: E402
 from geventhttpclient import HTTPClient  # noqa: E402
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+from workerless_gevent.http_wire import Connections  # noqa: E402
 
 
 def cpu_per(count: int, action) -> float:
@@ -86,6 +90,27 @@ def main() -> int:
             post_one(index)
 
     post_serial_us = cpu_per(posts // 4, post_in_line)
+    wire = Connections(target.hostname or "127.0.0.1", target.port or 80, limit=50, connect_timeout=5,
+                       read_timeout=30, quick_ack=True, keep_headers=("Retry-After",),
+                       keep_headers_of_errors_only=True, keep_body=False)
+
+    def wire_post_one(index: int) -> None:
+        message = messages[index % len(messages)]
+        body = message["Body"].encode()
+        head = (f"POST / HTTP/1.1\r\nHost: {target.netloc}\r\nUser-Agent: aws-sqsd/components\r\n"
+                f"Content-Length: {len(body)}\r\nContent-Type: application/json\r\n"
+                f"X-Aws-Sqsd-Msgid: {message['MessageId']}\r\nX-Aws-Sqsd-Queue: components\r\n"
+                f"X-Aws-Sqsd-Receive-Count: 1\r\n\r\n")
+        wire.exchange(head.encode("latin-1") + body, deadline=time.monotonic() + 30)
+
+    def wire_post_concurrently() -> None:
+        pool = gevent.pool.Pool(50)
+        for index in range(posts):
+            pool.spawn(wire_post_one, index)
+        pool.join()
+
+    wire_post_one(0)  # warm up: a connection
+    wire_post_us = cpu_per(posts, wire_post_concurrently)
 
     def spawn_join() -> None:
         pool = gevent.pool.Pool(50)
@@ -100,6 +125,7 @@ def main() -> int:
         "delete_batch_10_us": delete_us,
         "post_us_at_50": post_us,
         "post_us_one_at_a_time": post_serial_us,
+        "http_wire_post_us_at_50": wire_post_us,
         "greenlet_spawn_join_us": greenlet_us,
         "floor_us_per_msg": post_us + (receive_us + delete_us) / 10,
     }))
