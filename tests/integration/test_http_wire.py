@@ -30,6 +30,7 @@ from gevent.server import StreamServer
 
 from tests.support import wait_until
 from tests.support.moto import free_port
+from tests.support.raw_http import read_request
 from workerless_gevent.http_wire import Connections, DeadlineExceeded, Reply, ReplyParser, tls_context
 
 PACE = 0.001  # between the writes of an answer sent in pieces, so each piece likely gets a read of its own
@@ -101,22 +102,11 @@ class RawServer:
     def serve(self, peer: Peer) -> None:
         buffer = b""
         while True:
-            while b"\r\n\r\n" not in buffer:
-                data = peer.sock.recv(65536)
-                if not data:
-                    peer.eof = True
-                    return
-                buffer += data
-            head, _, rest = buffer.partition(b"\r\n\r\n")
-            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            while len(rest) < length:
-                data = peer.sock.recv(65536)
-                if not data:
-                    peer.eof = True
-                    return
-                rest += data
-            request, buffer = head + b"\r\n\r\n" + rest[:length], rest[length:]
+            read = read_request(peer.sock, buffer)
+            if read is None:
+                peer.eof = True
+                return
+            request, buffer = read
             peer.requests.append(request)
             self.requests.append(request)
             self.handler(peer, request)

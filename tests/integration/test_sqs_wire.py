@@ -23,6 +23,7 @@ from gevent.server import StreamServer
 
 from tests.support import CountingProxy, MotoServer, Queue, count_messages, wait_until
 from tests.support.moto import free_port
+from tests.support.raw_http import read_request
 from workerless_gevent.aws import AWS_ERRORS, build_clients, describe_error, error_code
 from workerless_gevent.config import AwsConfig, Config, HttpTargetConfig, QueueConfig
 from workerless_gevent.message import Message
@@ -272,17 +273,10 @@ class RawServer:
         connection, on_connection = self.connections, 0
         buffer = b""
         while True:
-            while b"\r\n\r\n" not in buffer:
-                data = sock.recv(65536)
-                if not data:
-                    return
-                buffer += data
-            head, _, rest = buffer.partition(b"\r\n\r\n")
-            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            while len(rest) < length:
-                rest += sock.recv(65536)
-            request, buffer = head + b"\r\n\r\n" + rest[:length], rest[length:]
+            read = read_request(sock, buffer)
+            if read is None:
+                return
+            request, buffer = read
             self.requests.append(request)
             on_connection += 1
             reply = self.answer(connection, on_connection, request)
