@@ -72,8 +72,8 @@ class Connections:
         self.tls = tls
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
-        # TCP_QUICKACK before each read: an app server that writes headers and body in two sends with
-        # Nagle on (gevent's pywsgi, Werkzeug) otherwise waits for our delayed ACK, 40 ms a delivery.
+        # TCP_QUICKACK once part of an answer is in: an app server that writes headers and body in two
+        # sends with Nagle on (gevent's pywsgi, Werkzeug) otherwise waits for our delayed ACK, 40 ms.
         self.quick_ack = quick_ack and QUICK_ACK is not None
         self.keep_headers = frozenset(name.lower() for name in keep_headers)
         self.keep_headers_of_errors_only = keep_headers_of_errors_only  # of answers other than 2xx
@@ -124,7 +124,10 @@ class Connections:
             if sent < len(request):
                 sock.sendall(memoryview(request)[sent:])
             while not parser.done:
-                if self.quick_ack:
+                if self.quick_ack and parser.began:
+                    # Part of the answer is in and more is to come: acknowledge it now. A server that writes
+                    # head and body in two sends with Nagle on waits for this ACK; Linux re-arms delayed
+                    # ACKs by itself, so it is asked for each time, and only then (a syscall).
                     sock.setsockopt(socket.IPPROTO_TCP, QUICK_ACK, 1)
                 data = sock.recv(BLOCK_SIZE)
                 if watch.expired is not None:

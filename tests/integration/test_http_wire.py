@@ -826,3 +826,28 @@ def test_the_idle_check_works_on_file_descriptors_past_1024(pool: Callable[..., 
     finally:
         ours.close()
         theirs.close()
+
+
+@pytest.mark.parametrize("quick_ack", [False, True])
+def test_quick_ack_spares_an_app_server_with_nagle_on_the_delayed_ack(
+    serve: Callable[..., RawServer], pool: Callable[..., Connections], quick_ack: bool
+) -> None:
+    # As gevent's pywsgi or Werkzeug do: head and body in two writes, Nagle on (no TCP_NODELAY), so
+    # the body waits until the head is acknowledged
+    def head_then_body(peer: Peer, request: bytes) -> None:
+        answer = reply(200, b"x" * 100)
+        peer.sock.sendall(answer[:-100])
+        peer.sock.sendall(answer[-100:])
+
+    server = serve(head_then_body)
+    connections = pool(server.port, quick_ack=quick_ack)
+    for _ in range(40):  # past the kernel's quick-ACK start of a connection
+        assert connections.exchange(request("warm")).status == 200
+    started = time.monotonic()
+    for number in range(10):
+        assert connections.exchange(request(f"n{number}")).body == b"x" * 100
+    per_request = (time.monotonic() - started) / 10
+    if quick_ack:
+        assert per_request < 0.015, per_request
+    else:
+        assert per_request > 0.025, per_request  # the stall quick_ack exists for is real here
