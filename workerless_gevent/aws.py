@@ -10,7 +10,6 @@ import botocore.config
 import botocore.exceptions
 
 from .config import Config, LambdaTargetConfig
-from .errors import StartupError
 from .sqs_wire import SqsWire, proxy_for
 
 AWS_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)

@@ -15,7 +15,7 @@ import select
 import socket
 import ssl
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import gevent
@@ -279,6 +279,24 @@ class ReplyParser(HTTPResponseParser):
         if self.get_code() >= 200 and not self.done:
             self.done = True
             self.status = self.get_code()
+
+
+def post_request(path: str, fixed_headers: str, headers: Mapping[str, str], body: bytes) -> bytes:
+    """One POST as bytes: the request line, header lines written once per pool (`fixed_headers`),
+    Content-Length, `headers`, and the body."""
+    head = "".join([f"POST {path} HTTP/1.1\r\n", fixed_headers, f"Content-Length: {len(body)}\r\n",
+                    *[f"{name}: {value}\r\n" for name, value in headers.items()], "\r\n"])
+    return head.encode("latin-1") + body
+
+
+def host_header(host: str, port: int | None, scheme: str) -> str:
+    """The Host header (and what SigV4 signs): the host as urlsplit gives it (lower case), IPv6 in
+    brackets, the port unless it is the scheme's default."""
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None and port != {"http": 80, "https": 443}.get(scheme):
+        host = f"{host}:{port}"
+    return host
 
 
 def tls_context(ca_bundle: str | None) -> ssl.SSLContext:

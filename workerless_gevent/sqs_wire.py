@@ -31,7 +31,7 @@ import botocore
 import botocore.exceptions
 
 from . import __version__
-from .http_wire import STALE_ERRORS, Connections, tls_context
+from .http_wire import STALE_ERRORS, Connections, host_header, post_request, tls_context
 from .sigv4 import Signer
 
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
@@ -62,9 +62,9 @@ class SqsWire:
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
         self.path = parts.path or "/"
-        self.host = host_header(parts)
+        self.host = host_header(parts.hostname or "", parts.port, parts.scheme)
         self.signer = Signer(credentials, region, SIGNING_NAME, self.host, self.path)
-        self.request_line = f"POST {self.path} HTTP/1.1\r\nUser-Agent: {USER_AGENT}\r\n"
+        self.fixed_headers = f"User-Agent: {USER_AGENT}\r\n"
         secure = parts.scheme == "https"
         self.http = Connections(parts.hostname, parts.port or (443 if secure else 80), limit=concurrency,
                                 connect_timeout=connect_timeout, read_timeout=read_timeout,
@@ -115,11 +115,10 @@ class SqsWire:
         """POST one JSON request; the parsed answer with ResponseMetadata, or a botocore exception."""
         body = json.dumps(params, separators=(",", ":")).encode("utf-8")
         headers = self.signer.headers(TARGET_PREFIX + action, body)
-        head = "".join([self.request_line, f"Content-Length: {len(body)}\r\n",
-                        *[f"{name}: {value}\r\n" for name, value in headers.items()], "\r\n"])
+        request = post_request(self.path, self.fixed_headers, headers, body)
         started = time.monotonic()
         try:
-            response = self.http.exchange(head.encode("latin-1") + body, resend_if_stale=True)
+            response = self.http.exchange(request, resend_if_stale=True)
         except (OSError, HTTPException) as error:
             raise self.connection_error(error, started) from error
         status, data = response.status, response.body
@@ -204,16 +203,6 @@ def parse_attribute_value(raw: dict[str, Any]) -> dict[str, Any]:
     if "BinaryListValues" in value:
         value["BinaryListValues"] = [base64.b64decode(item) for item in value["BinaryListValues"]]
     return value
-
-
-def host_header(parts: urllib.parse.SplitResult) -> str:
-    """The Host botocore signs: lower-case host, IPv6 in brackets, the port unless it is the default."""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    if parts.port is not None and parts.port != {"http": 80, "https": 443}.get(parts.scheme):
-        host = f"{host}:{parts.port}"
-    return host
 
 
 def proxy_for(endpoint_url: str) -> str | None:

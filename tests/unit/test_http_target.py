@@ -197,7 +197,7 @@ def test_target_reads_its_url(target: HttpTarget) -> None:
     assert target.path == "/x"
     assert target.messages_per_delivery == 1
     assert target.hard_deadline_seconds == 5 + 180
-    assert f"\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n" in target.fixed_head
+    assert f"\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n" in target.fixed_headers
 
 
 def test_url_without_path_posts_to_root() -> None:

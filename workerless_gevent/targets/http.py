@@ -13,7 +13,7 @@ import urllib.parse
 
 from .. import __version__
 from ..config import HttpTargetConfig
-from ..http_wire import Connections, DeadlineExceeded
+from ..http_wire import Connections, DeadlineExceeded, host_header, post_request
 from ..message import Message, iso_utc
 from . import Outcome, Pause, QueueInfo, Result
 
@@ -38,7 +38,7 @@ class HttpTarget:
                                        read_timeout=config.inactivity_timeout, quick_ack=True,
                                        keep_headers=("Retry-After",), keep_headers_of_errors_only=True,
                                        keep_body=False)
-        self.fixed_head = f"Host: {host_port(host, port)}\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n"
+        self.fixed_headers = f"Host: {host_header(host, port, 'http')}\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n"
 
     def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
         return [self.post(queue, message) for message in messages]
@@ -56,11 +56,10 @@ class HttpTarget:
             headers = build_headers(queue.name, message, self.config.content_type)
             if self.config.signing_secret:
                 headers.update(sign(self.config.signing_secret, body, int(time.time())))
-            head = "".join([f"POST {path} HTTP/1.1\r\n", self.fixed_head, f"Content-Length: {len(body)}\r\n",
-                            *[f"{name}: {value}\r\n" for name, value in headers.items()], "\r\n"])
             # A kept-alive connection the app closed as the request went out gets it again on a new one:
             # nothing of it was answered, and failing the delivery would only redeliver it later.
-            reply = self.connections.exchange(head.encode("latin-1") + body, deadline=deadline, resend_if_stale=True)
+            reply = self.connections.exchange(post_request(path, self.fixed_headers, headers, body), deadline=deadline,
+                                              resend_if_stale=True)
             return self.judge(reply.status, reply.headers.get("retry-after"))
         except DeadlineExceeded:
             return Outcome.failure("Timeout", f"no complete response within {self.hard_deadline_seconds:g}s")
@@ -81,12 +80,6 @@ class HttpTarget:
 
     def close(self) -> None:
         self.connections.close()
-
-
-def host_port(host: str, port: int) -> str:
-    """The Host header: IPv6 in brackets, the port unless it is 80."""
-    host = f"[{host}]" if ":" in host else host
-    return host if port == 80 else f"{host}:{port}"
 
 
 def build_headers(queue_name: str, message: Message, content_type: str) -> dict[str, str]:
