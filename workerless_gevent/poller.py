@@ -110,8 +110,7 @@ class Poller:
         now = time.monotonic()
         if self.last_finish:
             interval = min(1.0, max(1e-6, now - self.last_finish))  # a pause is no pace: it must not linger
-            self.finish_interval = interval if self.finish_interval == math.inf else \
-                self.finish_interval + SMOOTHING * (interval - self.finish_interval)
+            self.finish_interval = moving_average(self.finish_interval, interval)
         self.last_finish = now
         self.wake.set()
         return released
@@ -164,8 +163,7 @@ class Poller:
             return False  # a buffer held back by busy FIFO groups is the one batch we keep
         wanted = min(state.receive_width, -(-free_slots * state.take_size // self.batch_size))
         while state.receiving < wanted:
-            state.receiving += 1
-            self.receivers.spawn(self._receive_now, state)
+            self._start_receive(state)
         return state.receiving > 0
 
     def _receive_ahead(self, state: QueueState, free_slots: int, busy_slots: int) -> None:
@@ -176,16 +174,17 @@ class Poller:
             return
         soon = min(busy_slots, state.receive_seconds / self.finish_interval)
         if len(state.buffer) < (free_slots + soon) * state.take_size:
-            state.receiving += 1
-            self.receivers.spawn(self._receive_now, state)
+            self._start_receive(state)
+
+    def _start_receive(self, state: QueueState) -> None:
+        state.receiving += 1
+        self.receivers.spawn(self._receive_now, state)
 
     def _receive_now(self, state: QueueState) -> None:
         started = time.monotonic()
         try:
             messages = self._receive(state, 0)
-            elapsed = time.monotonic() - started
-            state.receive_seconds = elapsed if not state.receive_seconds else \
-                state.receive_seconds + SMOOTHING * (elapsed - state.receive_seconds)
+            state.receive_seconds = moving_average(state.receive_seconds, time.monotonic() - started)
         except AWS_ERRORS as error:
             logger.warning("queue=%s receive failed, watching it instead: %s", state.queue.name, describe_error(error))
             messages = []
@@ -254,6 +253,13 @@ class Poller:
             log("queue=%s receive failed (%d in a row), retrying in %.1fs: %s",
                 state.queue.name, state.failures, seconds, describe_error(error))
         self.stopping.wait(seconds)
+
+
+def moving_average(average: float, sample: float) -> float:
+    """Exponentially smoothed; an average of 0 or infinity means no sample yet."""
+    if average == 0 or average == math.inf:
+        return sample
+    return average + SMOOTHING * (sample - average)
 
 
 def log_greenlet_failure(greenlet: gevent.Greenlet) -> None:
