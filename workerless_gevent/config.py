@@ -95,9 +95,6 @@ class Config:
     aws: AwsConfig = field(default_factory=AwsConfig)
     periodic: PeriodicConfig | None = None
 
-    def target_of(self, queue: QueueConfig) -> TargetConfig:
-        return self.targets[queue.target]
-
 
 def build_config(data: dict[str, Any], source: str, origins: Mapping[str, str]) -> Config:
     """Validate a merged config document; every rule lives here or in `schema.Table`."""

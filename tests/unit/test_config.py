@@ -112,7 +112,6 @@ def test_minimal_config_gets_every_default(tmp_path: Path) -> None:
     assert (queue.backoff, queue.max_retries, queue.dead_letter_queue, queue.retention_period) == (
         "constant", 10, None, 345600)
     assert config.targets == {"default": HttpTargetConfig(name="default", url="http://127.0.0.1:8080/")}
-    assert config.target_of(queue) is config.targets["default"]
 
 
 FULL_CONFIG = """
