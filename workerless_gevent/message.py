@@ -67,9 +67,10 @@ def iso_utc(epoch_ms: str | None) -> str:
     """SQS epoch-milliseconds strings -> ISO 8601 UTC with a Z, as aws-sqsd sends them."""
     if not epoch_ms or not epoch_ms.isdigit():
         return ""
-    seconds, milliseconds = divmod(int(epoch_ms), 1000)
+    value = int(epoch_ms)
+    seconds, milliseconds = divmod(value, 1000)
     if seconds > LAST_DATETIME_SECOND:  # past year 9999: fail as datetime does
-        moment = datetime.fromtimestamp(int(epoch_ms) / 1000.0, tz=timezone.utc)
+        moment = datetime.fromtimestamp(value / 1000.0, tz=timezone.utc)
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
     return f"{utc_second(seconds)}.{milliseconds:03d}Z"
 
@@ -80,4 +81,3 @@ def utc_second(seconds: int) -> str:
     t = time.gmtime(seconds)
     return "%04d-%02d-%02dT%02d:%02d:%02d" % (  # noqa: UP031 - a third faster than an f-string here
         t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
-
