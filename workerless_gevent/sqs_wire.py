@@ -34,7 +34,6 @@ from . import __version__
 from .http_wire import STALE_ERRORS, Connections, host_header, post_request, tls_context
 from .sigv4 import Signer
 
-JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 TARGET_PREFIX = "AmazonSQS."
 SIGNING_NAME = "sqs"
 USER_AGENT = (f"workerless/{__version__} botocore/{botocore.__version__} "
@@ -57,7 +56,6 @@ class SqsWire:
             raise ValueError(f"SQS endpoint URL must be http(s)://host[:port]: {endpoint_url!r}")
         self.endpoint_url = endpoint_url
         self.region = region
-        self.credentials = credentials  # botocore Credentials (refreshable or not), or None
         self.exceptions = exceptions  # the boto3 client's `exceptions`, to raise its modeled errors
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
