@@ -1,9 +1,5 @@
-from gevent import monkey
+import sys
 
-monkey.patch_all()
-
-import sys  # noqa: E402
-
-from workerless_gevent.cli import main  # noqa: E402
+from workerless_gevent.entry import main
 
 sys.exit(main())
