@@ -8,6 +8,7 @@ from typing import Any
 import boto3
 import botocore.config
 import botocore.exceptions
+from botocore.httpsession import get_cert_path
 
 from .config import Config, LambdaTargetConfig
 from .sqs_wire import SqsWire, proxy_for
@@ -29,7 +30,12 @@ def build_clients(config: Config) -> Clients:
     """One session, one client per service; boto3's chain supplies region, credentials, endpoints."""
     session = boto3.session.Session(profile_name=config.aws.profile, region_name=config.aws.region)
     region = session.region_name or "us-east-1"
-    endpoint = {"endpoint_url": config.aws.endpoint_url} if config.aws.endpoint_url else {}
+    endpoint: dict[str, Any] = {"endpoint_url": config.aws.endpoint_url} if config.aws.endpoint_url else {}
+    # botocore's trust for every client and the wire: [aws] ca_bundle, then AWS_CA_BUNDLE (or the
+    # profile's ca_bundle), then botocore's own bundle; never the system store alone, which a slim
+    # container may not have.
+    ca_bundle = config.aws.ca_bundle or session._session.get_config_variable("ca_bundle") or get_cert_path(True)
+    endpoint["verify"] = ca_bundle
     sqs_pool = config.concurrency + len(config.queues) * 2 + 10
     sqs_read_timeout = max(config.polling.poll_for + 10, 30)
     sqs = session.client(
@@ -50,7 +56,7 @@ def build_clients(config: Config) -> Clients:
     if proxy_for(sqs.meta.endpoint_url) is None:
         sqs_wire = SqsWire.for_client(sqs, session.get_credentials(), concurrency=sqs_pool,
                                       read_timeout=sqs_read_timeout, connect_timeout=5,
-                                      ca_bundle=session._session.get_config_variable("ca_bundle"))
+                                      ca_bundle=ca_bundle)
     lambda_timeouts = [t.timeout for t in config.targets.values() if isinstance(t, LambdaTargetConfig)]
     lambda_ = None
     if lambda_timeouts:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .cron import PeriodicConfig, read_periodic
+from .cron import PeriodicConfig, read_periodic, resolve_file
 from .errors import ConfigError
 from .schema import Table
 
@@ -53,6 +54,7 @@ class HttpTargetConfig:
     connect_timeout: int = 5
     inactivity_timeout: int = 180
     max_connections: int = 50
+    keepalive_idle: float = 2.0  # seconds a pooled connection may stay idle before it is closed
     signing_secret_env: str | None = None
     signing_secret: str | None = field(default=None, repr=False)  # resolved from signing_secret_env
 
@@ -75,6 +77,7 @@ class AwsConfig:
     region: str | None = None
     endpoint_url: str | None = None
     profile: str | None = None
+    ca_bundle: str | None = None  # PEM file of the CAs to trust for AWS endpoints (else AWS_CA_BUNDLE, botocore's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +92,7 @@ class Config:
     max_messages: int | None = None
     metrics_interval: int = 60
     status_listen: str | None = None
+    unready_after: int = 60  # seconds of failing receives before /readyz says 503
     polling: PollingConfig = field(default_factory=PollingConfig)
     queues: tuple[QueueConfig, ...] = ()
     targets: Mapping[str, TargetConfig] = field(default_factory=dict)
@@ -103,6 +107,7 @@ def build_config(data: dict[str, Any], source: str, origins: Mapping[str, str]) 
     if name is not None and (not METRICS_NAME.match(name) or name.startswith("AWS/")):
         raise top.fail("name", "must be letters, digits and . - _ / # (CloudWatch namespace)", name)
     concurrency = top.integer("concurrency", 50, 1, 10000)
+    status = top.table("status")
     config = Config(
         source=source,
         name=name,
@@ -113,13 +118,15 @@ def build_config(data: dict[str, Any], source: str, origins: Mapping[str, str]) 
         drain=top.boolean("drain", False),
         max_messages=top.optional_integer("max_messages", 1),
         metrics_interval=_metrics_interval(top.table("metrics")),
-        status_listen=_status_listen(top.table("status")),
+        status_listen=_status_listen(status),
+        unready_after=status.integer("unready_after", 60, 1, 86400),
         polling=_polling(top.table("polling")),
         queues=_queues(top),
         targets=_targets(top.table("targets")),
-        aws=_aws(top.table("aws")),
+        aws=_aws(top.table("aws"), source),
         periodic=read_periodic(top.table("periodic")) if top.has("periodic") else None,
     )
+    status.finish()
     top.finish()
     _check_cross_references(config, top)
     return config
@@ -202,6 +209,7 @@ def _target(table: Table, name: str) -> TargetConfig:
             connect_timeout=table.integer("connect_timeout", 5, 1, 60),
             inactivity_timeout=table.integer("inactivity_timeout", 180, 1, 1800),
             max_connections=table.integer("max_connections", 50, 1, 10000),
+            keepalive_idle=table.number("keepalive_idle", 2, 0, 3600),
             signing_secret_env=table.optional_string("signing_secret_env"),
         )
     else:
@@ -228,15 +236,21 @@ def _status_listen(table: Table) -> str | None:
         listen = f"127.0.0.1:{listen}"  # a bare port stays on loopback
     if listen is not None and not (re.fullmatch(r"[^:\s]+:\d{1,5}", listen) and int(listen.rsplit(":", 1)[1]) <= 65535):
         raise table.fail("listen", "must be HOST:PORT or PORT", listen)
-    table.finish()
     return listen
 
 
-def _aws(table: Table) -> AwsConfig:
+def _aws(table: Table, source: str) -> AwsConfig:
+    ca_bundle = table.optional_string("ca_bundle")
+    if ca_bundle is not None:
+        # Relative to the config file, like every path in it; a missing file fails here, not at the first call.
+        ca_bundle = resolve_file(ca_bundle, source)
+        if not os.path.isfile(ca_bundle):
+            raise table.fail("ca_bundle", "must be a PEM file of CA certificates that exists", ca_bundle)
     aws = AwsConfig(
         region=table.optional_string("region"),
         endpoint_url=table.optional_string("endpoint_url"),
         profile=table.optional_string("profile"),
+        ca_bundle=ca_bundle,
     )
     table.finish()
     return aws

@@ -67,8 +67,13 @@ class Connections:
 
     def __init__(self, host: str, port: int, *, limit: int, connect_timeout: float, read_timeout: float,
                  tls: ssl.SSLContext | None = None, quick_ack: bool = False, keep_headers: Collection[str] = (),
-                 keep_headers_of_errors_only: bool = False, keep_body: bool = True) -> None:
+                 keep_headers_of_errors_only: bool = False, keep_body: bool = True,
+                 keepalive_idle: float = math.inf, tcp_keepalive: bool = False) -> None:
         self.address = (host, port)
+        # A connection idle this long is closed, not reused: servers close idle keep-alive connections
+        # after a few seconds (gunicorn 2, Node and uvicorn 5), and a request written as they do is lost.
+        self.keepalive_idle = keepalive_idle
+        self.tcp_keepalive = tcp_keepalive
         self.tls = tls
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -79,7 +84,8 @@ class Connections:
         self.keep_headers_of_errors_only = keep_headers_of_errors_only  # of answers other than 2xx
         self.keep_body = keep_body
         self.slots = gevent.lock.BoundedSemaphore(limit)
-        self.idle: list[gevent.socket.socket] = []
+        self.idle: list[gevent.socket.socket] = []  # most recently used last
+        self.idle_since: dict[gevent.socket.socket, float] = {}
         self.closed = False
         # Sockets block without a timeout of their own: a gevent timeout costs a timer per blocking read,
         # which was about a tenth of the daemon's CPU per message. One watchdog enforces them all.
@@ -107,6 +113,7 @@ class Connections:
     def close(self) -> None:
         self.closed = True
         idle, self.idle = self.idle, []
+        self.idle_since.clear()
         for sock in idle:
             sock.close()
 
@@ -158,12 +165,21 @@ class Connections:
             sock.close()
         else:
             self.idle.append(sock)
+            self.idle_since[sock] = time.monotonic()
         return Reply(parser.status, parser.headers, bytes(parser.body))
 
     def _reuse(self) -> gevent.socket.socket | None:
-        """The most recently used idle connection that is still open (the server may have closed it)."""
+        """The most recently used idle connection that is still open (the server may have closed it)
+        and has not been idle past keepalive_idle (the server may be closing it right now)."""
+        now = time.monotonic()
         while self.idle:
             sock = self.idle.pop()
+            if now - self.idle_since.pop(sock, now) > self.keepalive_idle:
+                stale, self.idle = [sock, *self.idle], []  # the rest were idle even longer
+                for old in stale:
+                    self.idle_since.pop(old, None)
+                    old.close()
+                return None
             try:
                 poller = _poll()
                 poller.register(sock.fileno(), IDLE_TROUBLE)
@@ -203,6 +219,8 @@ class Connections:
         sock = gevent.socket.create_connection(self.address, timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tcp_keepalive:
+                set_tcp_keepalive(sock)
             if self.tls is not None:
                 sock = self.tls.wrap_socket(sock, server_hostname=self.address[0])
             sock.settimeout(None)  # blocking reads: the watchdog enforces read_timeout and deadlines
@@ -297,6 +315,15 @@ def host_header(host: str, port: int | None, scheme: str) -> str:
     if port is not None and port != {"http": 80, "https": 443}.get(scheme):
         host = f"{host}:{port}"
     return host
+
+
+def set_tcp_keepalive(sock: gevent.socket.socket) -> None:
+    """Probe a silent peer after 30 s (every 10 s, 3 times): a long poll on a connection that a NAT or
+    load balancer dropped then fails in about a minute instead of waiting for the read timeout."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 def tls_context(ca_bundle: str | None) -> ssl.SSLContext:

@@ -36,6 +36,7 @@ from .sigv4 import Signer
 
 TARGET_PREFIX = "AmazonSQS."
 SIGNING_NAME = "sqs"
+KEEPALIVE_IDLE_SECONDS = 30.0  # SQS's load balancers keep idle connections longer than this
 USER_AGENT = (f"workerless/{__version__} botocore/{botocore.__version__} "
               f"python/{sys.version_info.major}.{sys.version_info.minor}")
 
@@ -67,7 +68,8 @@ class SqsWire:
         self.http = Connections(parts.hostname, parts.port or (443 if secure else 80), limit=concurrency,
                                 connect_timeout=connect_timeout, read_timeout=read_timeout,
                                 tls=tls_context(ca_bundle) if secure else None,
-                                keep_headers=("x-amzn-requestid", "x-amzn-query-error"))
+                                keep_headers=("x-amzn-requestid", "x-amzn-query-error"),
+                                keepalive_idle=KEEPALIVE_IDLE_SECONDS, tcp_keepalive=True)
 
     @classmethod
     def for_client(cls, sqs: Any, credentials: Any, *, concurrency: int, read_timeout: float,

@@ -37,7 +37,7 @@ class HttpTarget:
         self.connections = Connections(host, port, limit=config.max_connections, connect_timeout=config.connect_timeout,
                                        read_timeout=config.inactivity_timeout, quick_ack=True,
                                        keep_headers=("Retry-After",), keep_headers_of_errors_only=True,
-                                       keep_body=False)
+                                       keep_body=False, keepalive_idle=config.keepalive_idle)
         self.fixed_headers = f"Host: {host_header(host, port, 'http')}\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n"
 
     def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
