@@ -12,7 +12,7 @@ import gevent
 import gevent.event
 
 from .aws import AWS_ERRORS, describe_error
-from .metrics import COUNTERS, RateSummary, Registry, Window
+from .metrics import COUNTERS, OVERALL, OVERALL_COUNTERS, RateSummary, Registry, Window
 
 logger = logging.getLogger(__name__)
 
@@ -85,10 +85,11 @@ def build_datums(window: Window, gauges: dict[tuple[str, str], float]) -> list[d
     """Per-queue and overall series; counters as sums, gauges as samples, distributions as Values/Counts."""
     now = datetime.now(timezone.utc)
     datums: list[dict[str, Any]] = []
-    overall_counters: dict[str, float] = {name: 0.0 for name in COUNTERS}
+    overall_counters: dict[str, float] = {name: 0.0 for name in COUNTERS + OVERALL_COUNTERS}
     for (name, queue), count in window.counters.items():
         overall_counters[name] = overall_counters.get(name, 0.0) + count
-        datums.append(datum(name, queue, now, "Count", value=count))
+        if queue != OVERALL:
+            datums.append(datum(name, queue, now, "Count", value=count))
     for name, total in overall_counters.items():
         datums.append(datum(name, None, now, "Count", value=total))
     overall_gauges: dict[str, float] = {}

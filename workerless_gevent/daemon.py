@@ -22,7 +22,8 @@ from .heartbeat import Leases
 from .metrics import Registry
 from .ordering import STRATEGIES
 from .periodic import build_scheduler
-from .poller import Poller, QueueState, Work, log_greenlet_failure
+from .poller import Poller, QueueState, Work
+from .supervision import log_greenlet_failure, spawn_supervised
 from .setup import Parts, build_parts, dead_letter_warnings
 from .status import StatusServer, count_in_flight
 from .targets import Outcome
@@ -50,11 +51,13 @@ class Daemon:
         states = [self.queue_state(queue.name) for queue in config.queues]
         self.poller = Poller(states, STRATEGIES[config.polling.strategy], batch_size=config.polling.batch_size,
                              poll_for_seconds=config.polling.poll_for, sleep_seconds=config.polling.sleep,
-                             rng=rng, stopping=self.stopping, admit=self.handler.admit)
+                             rng=rng, stopping=self.stopping, admit=self.handler.admit, count=registry.count)
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
         registry.track_gauge("InFlight", lambda: count_in_flight(self.in_flight, self.parts.queues))
         self.status_server = StatusServer(config.status_listen, self) if config.status_listen else None
         self.scheduler = build_scheduler(config, clients, self.parts.queues, rng)
+        self.rng = rng
+        self.background: list[gevent.Greenlet] = []
 
     def queue_state(self, name: str) -> QueueState:
         target = self.parts.targets[self.parts.queues[name].config.target]
@@ -77,16 +80,13 @@ class Daemon:
         started = time.monotonic()
         for signum in (signal.SIGTERM, signal.SIGINT):
             gevent.signal_handler(signum, self.request_stop, signal.Signals(signum).name)
-        background = [gevent.spawn(self.leases.run, self.stopped), gevent.spawn(self.flusher.run, self.stopped)]
-        if self.config.drain:
-            background.append(gevent.spawn(self.watch_for_drained))
-        if self.scheduler is not None:
-            background.append(gevent.spawn(self.scheduler.run, self.stopping))
-        for greenlet in background:
-            greenlet.link_exception(log_greenlet_failure)
+        background = self.background = self.start_background()
         self.log_start()
         if self.status_server is not None:
             self.status_server.start()
+            server = self.status_server
+            background.append(spawn_supervised("status server", lambda: server.keep_serving(self.stopped),
+                                               self.stopped, self.registry.count, self.rng))
         self.dispatch()
         self.shut_down()
         self.stopped.set()
@@ -95,6 +95,22 @@ class Daemon:
             self.status_server.stop()
         self.log_stop(time.monotonic() - started)
         return 0
+
+    def start_background(self) -> list[gevent.Greenlet]:
+        """The supervised loops beside the delivery slots: heartbeat, metrics, --drain, scheduler."""
+        count, rng = self.registry.count, self.rng
+        loops = [("heartbeat", lambda: self.leases.run(self.stopped), self.stopped),
+                 ("metrics flusher", lambda: self.flusher.run(self.stopped), self.stopped)]
+        if self.config.drain:
+            loops.append(("drain watch", self.watch_for_drained, self.stopping))
+        scheduler = self.scheduler
+        if scheduler is not None:
+            loops.append(("periodic scheduler", lambda: scheduler.run(self.stopping), self.stopping))
+        return [spawn_supervised(name, loop, until, count, rng) for name, loop, until in loops]
+
+    def are_loops_alive(self) -> bool:
+        """Liveness: every supervised loop is still running (they end only when stopping)."""
+        return self.stopping.is_set() or all(not greenlet.dead for greenlet in self.background)
 
     def dispatch(self) -> None:
         """One long-lived greenlet per delivery slot; returns once stopping (the slots finish on their own)."""

@@ -49,8 +49,8 @@ class Leases:
             if message.settled or now >= stop_at or message.visible_until - now > margin:
                 continue
             seconds = int(min(visibility, max(1.0, MAX_LEASE_SECONDS - (time.time() - message.received_at))))
+            queue.change_visibility(message, seconds, is_heartbeat=True)  # retried until the current visibility ends
             message.visible_until = now + seconds
-            queue.change_visibility(message, seconds, is_heartbeat=True)
             extended += 1
         return extended
 

@@ -10,7 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throttled", "EmptyReceives",
-            "SqsRequests", "StaleReceipts")
+            "SqsRequests", "StaleReceipts", "DeleteFailed", "VisibilityFailed")
+OVERALL = ""  # the "queue" of counters that belong to no queue
+OVERALL_COUNTERS = ("InternalErrors",)  # unexpected errors a supervised loop survived
 GAUGES = ("InFlight",)
 DISTRIBUTIONS = ("DeliveryTime", "QueueTime")  # milliseconds
 # Prometheus bucket bounds in seconds: deliveries take milliseconds to minutes, waits up to the
@@ -116,6 +118,7 @@ class Registry:
         """Every queue the registry has heard of, in the order it first did."""
         names = dict.fromkeys(queue for _, queue in self.totals)
         names.update(dict.fromkeys(queue for _, queue in self.read_gauges()))
+        names.pop(OVERALL, None)
         return list(names)
 
     def take_window(self) -> Window:

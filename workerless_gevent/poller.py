@@ -22,7 +22,9 @@ import gevent.pool
 from .aws import AWS_ERRORS, describe_error, error_code
 from .message import Message
 from .ordering import Strategy
+from .metrics import OVERALL
 from .sqs import SqsQueue
+from .supervision import spawn_supervised
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +32,14 @@ CREDENTIAL_CODES = ("SignatureDoesNotMatch", "InvalidClientTokenId", "RequestExp
                     "AccessDenied", "AccessDeniedException", "ExpiredToken", "UnrecognizedClientException")
 
 MAX_RECEIVES_PER_QUEUE = 8
+# A queue whose receives keep failing is logged at WARNING when it starts, after these many seconds
+# of failing, then every REPEAT_WARNING_SECONDS: never silent, never a flood.
+WARN_AFTER_SECONDS = (60.0, 300.0)
+REPEAT_WARNING_SECONDS = 900.0
 SMOOTHING = 0.1  # weight of the newest sample in the moving averages of receive time and delivery pace
 
 Admit = Callable[[SqsQueue, list[Message]], list[Message]]
+Count = Callable[[str, str], None]
 
 
 @dataclass(eq=False)
@@ -44,7 +51,10 @@ class QueueState:
     is_ready: bool = True
     watcher: gevent.Greenlet | None = None
     busy_groups: set[str] = field(default_factory=set)
-    failures: int = 0
+    failures: int = 0  # failed long polls in a row
+    failing_since: float | None = None  # time.monotonic() of the first of the receive failures in a row
+    warnings_logged: int = 0  # WARNING lines about the current run of failures
+    last_error: str = ""  # of the latest failed receive
     receiving: int = 0  # short receives in flight
     receive_width: int = 1  # how many may be in flight at once
     receive_seconds: float = 0.0  # moving average of a short receive's round trip
@@ -63,7 +73,8 @@ class Work:
 
 class Poller:
     def __init__(self, states: Sequence[QueueState], strategy: Strategy, *, batch_size: int, poll_for_seconds: int,
-                 sleep_seconds: float, rng: random.Random, stopping: gevent.event.Event, admit: Admit) -> None:
+                 sleep_seconds: float, rng: random.Random, stopping: gevent.event.Event, admit: Admit,
+                 count: Count | None = None) -> None:
         self.states = list(states)
         self.strategy = strategy
         self.batch_size = batch_size
@@ -72,6 +83,7 @@ class Poller:
         self.rng = rng
         self.stopping = stopping
         self.admit = admit
+        self.count = count or (lambda queue, name: None)
         self.wake = gevent.event.Event()
         self.receivers = gevent.pool.Group()
         self.tick = 0
@@ -185,10 +197,15 @@ class Poller:
         try:
             messages = self._receive(state, 0)
             state.receive_seconds = moving_average(state.receive_seconds, time.monotonic() - started)
+            self._note_success(state)
         except AWS_ERRORS as error:
-            logger.warning("queue=%s receive failed, watching it instead: %s", state.queue.name, describe_error(error))
+            log = logger.warning if state.failing_since is None else logger.debug
+            state.last_error = describe_error(error)
+            log("queue=%s receive failed, watching it instead: %s", state.queue.name, state.last_error)
+            state.failing_since = state.failing_since or time.monotonic()
             messages = []
         except Exception:  # the watcher takes over, with its backoff
+            self.count(OVERALL, "InternalErrors")
             logger.error("queue=%s receive raised unexpectedly, watching it instead", state.queue.name, exc_info=True)
             messages = []
         finally:
@@ -213,8 +230,8 @@ class Poller:
 
     def _go_idle(self, state: QueueState) -> None:
         state.is_ready = False
-        state.watcher = gevent.spawn(self._watch, state)
-        state.watcher.link_exception(log_greenlet_failure)
+        state.watcher = spawn_supervised(f"queue={state.queue.name} watcher", lambda: self._watch(state),
+                                         self.stopping, self.count, self.rng)
 
     def _watch(self, state: QueueState) -> None:
         """Long-poll one idle queue until it yields messages, backing off on its own errors."""
@@ -225,12 +242,11 @@ class Poller:
                 self._back_off(state, error)
                 continue
             except Exception as error:  # a malformed reply or a bug must not silence this queue for good
+                self.count(OVERALL, "InternalErrors")
                 logger.error("queue=%s receive raised unexpectedly", state.queue.name, exc_info=True)
                 self._back_off(state, error)
                 continue
-            if state.failures:
-                logger.info("queue=%s receiving again after %d failures", state.queue.name, state.failures)
-                state.failures = 0
+            self._note_success(state)
             state.is_drained = not messages
             if messages:
                 state.is_ready = True
@@ -243,16 +259,33 @@ class Poller:
     def _back_off(self, state: QueueState, error: BaseException) -> None:
         # Full jitter between 1 s and a cap that doubles up to 30 s: a dead endpoint is never hot-looped.
         state.failures += 1
+        now = time.monotonic()
+        state.failing_since = state.failing_since or now
+        failing_seconds = now - state.failing_since
+        state.last_error = describe_error(error)
         seconds = self.rng.uniform(1.0, min(30.0, 2.0 ** min(state.failures, 5)))
         if state.failures == 1 and error_code(error).endswith(CREDENTIAL_CODES):
             logger.error("queue=%s receive refused: %s. Check the credentials, and the clock: SQS rejects "
                          "requests signed more than 5 minutes off. Retrying in %.1fs",
                          state.queue.name, describe_error(error), seconds)
+            state.warnings_logged = 1
+        elif state.failures == 1 or failing_seconds >= warning_due_seconds(state.warnings_logged):
+            logger.warning("queue=%s receive failed (%d in a row), retrying in %.1fs: %s; failing for %s, "
+                           "nothing is received from it meanwhile", state.queue.name, state.failures, seconds,
+                           describe_error(error), duration_text(failing_seconds))
+            state.warnings_logged += 1
         else:
-            log = logger.warning if state.failures == 1 else logger.debug
-            log("queue=%s receive failed (%d in a row), retrying in %.1fs: %s",
-                state.queue.name, state.failures, seconds, describe_error(error))
+            logger.debug("queue=%s receive failed (%d in a row), retrying in %.1fs: %s",
+                         state.queue.name, state.failures, seconds, describe_error(error))
         self.stopping.wait(seconds)
+
+    def _note_success(self, state: QueueState) -> None:
+        if state.failing_since is not None:
+            logger.warning("queue=%s receiving again after %d failures over %s", state.queue.name, state.failures,
+                           duration_text(time.monotonic() - state.failing_since))
+        state.failures = 0
+        state.failing_since = None
+        state.warnings_logged = 0
 
 
 def moving_average(average: float, sample: float) -> float:
@@ -262,6 +295,12 @@ def moving_average(average: float, sample: float) -> float:
     return average + SMOOTHING * (sample - average)
 
 
-def log_greenlet_failure(greenlet: gevent.Greenlet) -> None:
-    """Every long-lived greenlet links this, so a crash is never silent."""
-    logger.error("greenlet %s died: %r", greenlet, greenlet.exception, exc_info=greenlet.exc_info)
+def warning_due_seconds(warnings_logged: int) -> float:
+    """How long a queue must have failed before its next WARNING: 1 min, 5 min, then every 15 min."""
+    if warnings_logged <= len(WARN_AFTER_SECONDS):
+        return WARN_AFTER_SECONDS[warnings_logged - 1] if warnings_logged else 0.0
+    return WARN_AFTER_SECONDS[-1] + REPEAT_WARNING_SECONDS * (warnings_logged - len(WARN_AFTER_SECONDS))
+
+
+def duration_text(seconds: float) -> str:
+    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}min"

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from . import __version__
-from .metrics import BUCKETS_SECONDS, COUNTERS, DISTRIBUTIONS, Histogram, Registry
+from .metrics import BUCKETS_SECONDS, COUNTERS, DISTRIBUTIONS, OVERALL, OVERALL_COUNTERS, Histogram, Registry
 
 Snapshot = Callable[[], dict[str, Any]]  # the /status document
 
@@ -25,6 +25,9 @@ COUNTER_HELP = {
     "EmptyReceives": "ReceiveMessage calls that returned no message.",
     "SqsRequests": "SQS API requests made.",
     "StaleReceipts": "Deletes or visibility changes refused for a stale receipt handle.",
+    "DeleteFailed": "Deletes given up after retries; SQS delivers those messages again.",
+    "VisibilityFailed": "Visibility changes (heartbeats, retries, releases) given up after retries.",
+    "InternalErrors": "Unexpected errors that a supervised loop survived (logged with a traceback).",
 }
 QUEUE_GAUGES = (
     ("buffered", "buffered_messages", "Messages received and waiting for a delivery slot."),
@@ -55,13 +58,20 @@ class RegistryCollector:
         yield from self.counters(list(dict.fromkeys(queues + self.registry.queue_names())))
         yield from self.histograms(queues)
         yield from queue_gauges(status)
+        for name in OVERALL_COUNTERS:
+            overall = CounterMetricFamily(f"workerless_{snake_case(name)}", COUNTER_HELP.get(name, name))
+            overall.add_metric([], self.registry.totals[(name, OVERALL)])
+            yield overall
         failures = CounterMetricFamily("workerless_failures", "Failed deliveries by failure type.", labels=["type"])
         for failure in status["failures"]:
             failures.add_metric([failure["type"]], failure["count"])
         yield failures
-        healthy = GaugeMetricFamily("workerless_healthy", "1 while receiving works and the daemon is not stopping.")
+        healthy = GaugeMetricFamily("workerless_healthy", "1 while the daemon's loops are alive and it is not stopping.")
         healthy.add_metric([], 1.0 if status["healthy"] else 0.0)
         yield healthy
+        ready = GaugeMetricFamily("workerless_ready", "1 while /readyz answers 200 (receives work, no target paused).")
+        ready.add_metric([], 1.0 if status["ready"] else 0.0)
+        yield ready
         info = GaugeMetricFamily("workerless_info", "Constant 1, labelled with the version and name.",
                                  labels=["version", "name"])
         info.add_metric([__version__, status["name"] or ""], 1.0)

@@ -10,15 +10,16 @@ It stands in for the boto3 client on those three methods only, with the same key
 and the same result shapes: binary message attributes come back as bytes, as botocore decodes
 them. Errors keep botocore's types so callers need not know which path ran: an error answer
 raises `ClientError` (the client's modeled subclass when known) with a botocore-shaped response,
-and a connection failure or timeout raises a `BotoCoreError` (see `aws.AWS_ERRORS`). There is no
-retry here beyond one immediate resend when a pooled connection turns out to be closed before
-any answer; callers retry the way they do for the boto3 client.
+and a connection failure or timeout raises a `BotoCoreError` (see `aws.AWS_ERRORS`). Each call
+is retried as botocore's standard mode would (`retries.Retrier`), after one immediate resend when
+a pooled connection turns out to be closed before any answer.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import random
 import ssl
 import sys
 import time
@@ -32,6 +33,7 @@ import botocore.exceptions
 
 from . import __version__
 from .http_wire import STALE_ERRORS, Connections, host_header, post_request, tls_context
+from .retries import Retrier
 from .sigv4 import Signer
 
 TARGET_PREFIX = "AmazonSQS."
@@ -51,7 +53,8 @@ class SqsWire:
     """One HTTP pool to the SQS endpoint, shared by every greenlet; build it before spawning any."""
 
     def __init__(self, endpoint_url: str, region: str, credentials: Any, *, concurrency: int, read_timeout: float,
-                 connect_timeout: float = 5.0, exceptions: Any = None, ca_bundle: str | None = None) -> None:
+                 connect_timeout: float = 5.0, exceptions: Any = None, ca_bundle: str | None = None,
+                 retrier: Retrier | None = None) -> None:
         parts = urllib.parse.urlsplit(endpoint_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"SQS endpoint URL must be http(s)://host[:port]: {endpoint_url!r}")
@@ -59,6 +62,7 @@ class SqsWire:
         self.region = region
         self.exceptions = exceptions  # the boto3 client's `exceptions`, to raise its modeled errors
         self.read_timeout = read_timeout
+        self.retrier = retrier or Retrier(random.Random())
         self.connect_timeout = connect_timeout
         self.path = parts.path or "/"
         self.host = host_header(parts.hostname or "", parts.port, parts.scheme)
@@ -112,6 +116,10 @@ class SqsWire:
     # ---------------------------------------------------------------- one request
 
     def call(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One call with botocore's standard-mode retries (see `retries`), signed anew per attempt."""
+        return self.retrier.call(lambda: self.call_once(action, params))
+
+    def call_once(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
         """POST one JSON request; the parsed answer with ResponseMetadata, or a botocore exception."""
         body = json.dumps(params, separators=(",", ":")).encode("utf-8")
         headers = self.signer.headers(TARGET_PREFIX + action, body)

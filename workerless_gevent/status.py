@@ -1,4 +1,4 @@
-"""The status server: /healthz, /metrics, /status and a small live page, served in the daemon process."""
+"""The status server: /healthz, /readyz, /metrics, /status and a small live page, in the daemon process."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from gevent import pywsgi
 from . import __version__
 from .config import Config
 from .errors import StartupError
-from .metrics import COUNTERS, Registry
+from .metrics import COUNTERS, OVERALL, Registry
 from .poller import Poller, Work
 from .prometheus import build_exposition
 from .status_page import render_page
@@ -23,7 +23,8 @@ from .status_page import render_page
 logger = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 20  # an operator's browser and a scraper, not a public service
-MAX_LISTED_MESSAGES = 500  # keeps /status and the page small at high concurrency
+MAX_LISTED_MESSAGES = 500
+WATCH_SECONDS = 2.0  # keeps /status and the page small at high concurrency
 StartResponse = Callable[..., Any]
 # The classic text format, which every Prometheus version scrapes (the library defaults to 1.0.0).
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -38,6 +39,8 @@ class DaemonView(Protocol):
     in_flight: set[Work]
     stopping: gevent.event.Event
 
+    def are_loops_alive(self) -> bool: ...
+
 
 def count_in_flight(in_flight: Iterable[Work], queue_names: Iterable[str]) -> dict[str, float]:
     """Messages being delivered per queue, zero included: the reader behind the InFlight gauge."""
@@ -48,18 +51,38 @@ def count_in_flight(in_flight: Iterable[Work], queue_names: Iterable[str]) -> di
 
 
 def check_health(view: DaemonView) -> tuple[bool, str]:
-    """Healthy while every queue can be received from and the daemon is not stopping."""
+    """Liveness: the hub answers (this runs) and every supervised loop is alive, SQS outage or not."""
     if view.stopping.is_set():
         return False, "stopping"
-    failing = [f"{state.queue.name} ({state.failures} in a row)" for state in view.poller.states if state.failures]
-    if failing:
-        return False, "receives failing: " + ", ".join(failing)
+    if not view.are_loops_alive():
+        return False, "a background loop has died"
     return True, "ok"
+
+
+def check_readiness(view: DaemonView) -> list[str]:
+    """Why the daemon should get no traffic now (empty when ready): stopping, a queue whose receives
+    have failed for `unready_after` seconds or more, or a queue whose target is paused."""
+    if view.stopping.is_set():
+        return ["stopping"]
+    reasons = []
+    now = time.monotonic()
+    for state in view.poller.states:
+        if state.failing_since is not None and now - state.failing_since >= view.config.unready_after:
+            reasons.append(f"queue {state.queue.name}: receives failing for {now - state.failing_since:.0f}s "
+                           f"({state.last_error})")
+        paused = state.is_paused()
+        if paused > 0:
+            reasons.append(f"queue {state.queue.name}: target {state.queue.config.target} paused for "
+                           f"{paused:.1f}s more")
+    return reasons
 
 
 def build_snapshot(view: DaemonView, started_at: float) -> dict[str, Any]:
     """The /status document; the page and the Prometheus gauges are drawn from it too."""
     healthy, health = check_health(view)
+    not_ready = check_readiness(view)
+    if healthy and not_ready:
+        health = "not ready: " + "; ".join(not_ready)
     registry, config = view.registry, view.config
     messages = message_rows(view)
     failures = [{"type": error_type or "unknown", "count": count, "latest_error": error}
@@ -69,6 +92,8 @@ def build_snapshot(view: DaemonView, started_at: float) -> dict[str, Any]:
         "version": __version__,
         "healthy": healthy,
         "health": health,
+        "ready": not not_ready,
+        "not_ready": not_ready,
         "stopping": view.stopping.is_set(),
         "uptime_seconds": round(time.monotonic() - started_at, 1),
         "concurrency": config.concurrency,
@@ -90,6 +115,7 @@ def queue_rows(view: DaemonView) -> list[dict[str, Any]]:
         "buffered": len(state.buffer),
         "in_flight": int(in_flight.get(state.queue.name, 0)),
         "receive_failures": state.failures,
+        "failing_seconds": round(time.monotonic() - state.failing_since, 1) if state.failing_since else 0.0,
         "paused_seconds": round(max(0.0, state.is_paused()), 1),
         "totals": {name: view.registry.total(name, state.queue.name) for name in COUNTERS},
     } for state in view.poller.states]
@@ -117,12 +143,26 @@ class StatusServer:
         self.view = view
         self.started_at = time.monotonic()
         self.exposition = build_exposition(view.registry, self.snapshot)
-        self.server = pywsgi.WSGIServer((host, int(port)), self.app, log=None, error_log=logger,
-                                        spawn=gevent.pool.Pool(MAX_CONNECTIONS))
+        self.server = self.bind((host, int(port)), listen)
+
+    def bind(self, address: tuple[str, int], listen: str) -> pywsgi.WSGIServer:
+        server = pywsgi.WSGIServer(address, self.app, log=None, error_log=logger, spawn=gevent.pool.Pool(MAX_CONNECTIONS))
         try:
-            self.server.init_socket()
+            server.init_socket()
         except OSError as error:
             raise StartupError(f"status server cannot listen on {listen}: {error.strerror or error}") from None
+        return server
+
+    def keep_serving(self, stopped: gevent.event.Event) -> None:
+        """Supervision of the server's accept loop: gevent closes a server for good after an error it
+        deems fatal, and the probes would then fail while the daemon works; listen again instead."""
+        while not stopped.wait(WATCH_SECONDS):
+            if self.server.closed and not stopped.is_set():
+                address = self.server.address[:2]
+                logger.error("status server on %s:%s stopped listening; listening again", *address)
+                self.view.registry.count(OVERALL, "InternalErrors")
+                self.server = self.bind(address, f"{address[0]}:{address[1]}")
+                self.server.start()
 
     @property
     def url(self) -> str:
@@ -147,6 +187,10 @@ class StatusServer:
             healthy, reason = check_health(self.view)
             status = "200 OK" if healthy else "503 Service Unavailable"
             return respond(start_response, status, "text/plain; charset=utf-8", reason.encode() + b"\n")
+        if path == "/readyz":
+            reasons = check_readiness(self.view)
+            body = json.dumps({"ready": not reasons, "reasons": reasons}).encode() + b"\n"
+            return respond(start_response, "503 Service Unavailable" if reasons else "200 OK", "application/json", body)
         if path == "/metrics":
             return respond(start_response, "200 OK", METRICS_CONTENT_TYPE, self.exposition())
         if path == "/status":
@@ -154,7 +198,7 @@ class StatusServer:
             return respond(start_response, "200 OK", "application/json", body)
         if path in ("/", "/index.html"):
             return respond(start_response, "200 OK", "text/html; charset=utf-8", render_page(self.snapshot()).encode())
-        return respond(start_response, "404 Not Found", "text/plain", b"try /, /status, /metrics or /healthz\n")
+        return respond(start_response, "404 Not Found", "text/plain", b"try /, /status, /metrics, /healthz or /readyz\n")
 
 
 def respond(start_response: StartResponse, status: str, content_type: str, body: bytes) -> list[bytes]:

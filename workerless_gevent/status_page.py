@@ -34,7 +34,7 @@ footer{color:#8a93a3;padding:0 24px 16px}
 
 def render_page(status: dict[str, Any]) -> str:
     title = f"workerless {status['name'] or ''}".strip()
-    badge = "ok" if status["healthy"] else "bad"
+    badge = "ok" if status["healthy"] and status.get("ready", True) else "bad"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{REFRESH_SECONDS}">
@@ -50,7 +50,7 @@ def render_page(status: dict[str, Any]) -> str:
 {render_in_flight(status["in_flight"])}</section>
 <section id="failures"><h2>Failures by type</h2>{render_failures(status["failures"])}</section></main>
 <footer>Refreshes every {REFRESH_SECONDS}s · <a href="/status">/status</a> (JSON) ·
-<a href="/metrics">/metrics</a> (Prometheus) · <a href="/healthz">/healthz</a></footer>
+<a href="/metrics">/metrics</a> (Prometheus) · <a href="/healthz">/healthz</a> · <a href="/readyz">/readyz</a></footer>
 </body></html>
 """
 

@@ -32,7 +32,7 @@ def bodies_of(app: HttpApp) -> list[str]:
     return [request.body.decode("utf-8") for request in list(app.requests)]
 
 
-def status_config(tmp_path: Path, app: HttpApp, queues: list[Queue], **top: Any) -> Path:
+def status_config(tmp_path: Path, app: HttpApp, queues: list[Queue], unready_after: int = 60, **top: Any) -> Path:
     """A config with the status server on a free port and `queues` going to `app`."""
     settings = "".join(f"{key} = {value}\n" for key, value in top.items())
     listed = "".join(f'[[queues]]\nname = "{queue.name}"\nerror_visibility_timeout = 600\n\n' for queue in queues)
@@ -41,6 +41,7 @@ concurrency = 4
 {settings}
 [status]
 listen = "127.0.0.1:0"
+unready_after = {unready_after}
 
 [metrics]
 interval = 1

@@ -1,9 +1,10 @@
-"""The status server of the real daemon: /metrics, /status and /healthz, with SQS going up and down."""
+"""The status server of the real daemon: /metrics, /status, /healthz and /readyz, with SQS going up and down."""
 
 from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
@@ -88,31 +89,56 @@ def sqs_proxy(moto_endpoint: str) -> Iterator[TcpProxy]:
     proxy.stop()
 
 
-def test_healthz_is_503_while_sqs_is_down_and_200_once_it_is_back(
+def test_through_an_sqs_outage_healthz_stays_200_and_readyz_turns_503_then_back(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
     make_queue: Callable[..., Queue], sqs_proxy: TcpProxy, tmp_path: Path,
 ) -> None:
+    """Liveness must not restart a pod on an SQS blip; readiness says why the daemon cannot work."""
     queue = make_queue()
     env = {**aws_env, "AWS_ENDPOINT_URL_SQS": sqs_proxy.url}
-    proc = daemon(["-c", str(status_config(tmp_path, http_app, [queue]))], env=env)
+    proc = daemon(["-c", str(status_config(tmp_path, http_app, [queue], unready_after=3))], env=env)
     url = status_url(proc, timeout=20)
-    wait_until(lambda: http_get(url + "/healthz")[0] == 200, timeout=10)
+    wait_until(lambda: http_get(url + "/readyz")[0] == 200, timeout=10)
+    assert json.loads(http_get(url + "/readyz")[2]) == {"ready": True, "reasons": []}
 
     sqs_proxy.stop()
-    status, _, reason = wait_until(lambda: (lambda r: r if r[0] == 503 else None)(http_get(url + "/healthz")),
-                                   timeout=30, message=lambda: proc.output()[-2000:])
-    assert reason.startswith(f"receives failing: {queue.name} (") and reason.count("\n") == 1
+    down_at = time.monotonic()
+    status, content_type, body = wait_until(lambda: (lambda r: r if r[0] == 503 else None)(http_get(url + "/readyz")),
+                                            timeout=30, message=lambda: proc.output()[-2000:])
+    assert time.monotonic() - down_at >= 3  # not before unready_after
+    (reason,) = json.loads(body)["reasons"]
+    assert content_type == "application/json" and json.loads(body)["ready"] is False
+    assert reason.startswith(f"queue {queue.name}: receives failing for ") and "EndpointConnectionError" in reason
+    assert http_get(url + "/healthz")[::2] == (200, "ok\n")  # alive: restarting would not help
     assert json.loads(http_get(url + "/status")[2])["queues"][0]["receive_failures"] >= 1
     metrics = samples(http_get(url + "/metrics")[2])
-    assert metrics[("workerless_healthy", ())] == 0
+    assert metrics[("workerless_healthy", ())] == 1 and metrics[("workerless_ready", ())] == 0
 
     sqs_proxy.start()
-    wait_until(lambda: http_get(url + "/healthz")[::2] == (200, "ok\n"), timeout=45,
-               message=lambda: proc.output()[-2000:])
+    wait_until(lambda: http_get(url + "/readyz")[0] == 200, timeout=45, message=lambda: proc.output()[-2000:])
     sqs.send_message(QueueUrl=queue.url, MessageBody="after the outage")
     assert http_app.wait_for_requests(1, timeout=20)[0].body == b"after the outage"
+    assert http_get(url + "/healthz")[::2] == (200, "ok\n")
     assert proc.stop(timeout=20) == 0
     assert "receiving again after" in proc.output()
+
+
+def test_readyz_is_503_while_the_target_is_paused(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    queue = make_queue()
+    http_app.respond = lambda request: (429, {"Retry-After": "4"}, b"busy") if request.body == b"busy" else (200, {}, b"")
+    proc = daemon(["-c", str(status_config(tmp_path, http_app, [queue]))], env=aws_env)
+    url = status_url(proc, timeout=20)
+    sqs.send_message(QueueUrl=queue.url, MessageBody="busy")
+    status, _, body = wait_until(lambda: (lambda r: r if r[0] == 503 else None)(http_get(url + "/readyz")),
+                                 timeout=20, message=lambda: proc.output()[-2000:])
+    (reason,) = json.loads(body)["reasons"]
+    assert reason.startswith(f"queue {queue.name}: target default paused for ")
+    assert http_get(url + "/healthz")[0] == 200
+    wait_until(lambda: http_get(url + "/readyz")[0] == 200, timeout=10, message="still not ready after the pause")
+    assert proc.stop(timeout=20) == 0
 
 
 def test_a_busy_status_port_stops_the_start_with_one_line(

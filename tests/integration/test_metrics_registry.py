@@ -17,7 +17,7 @@ from botocore.config import Config
 
 from tests.support import MotoServer
 from workerless_gevent.cloudwatch import MAX_CARRIED_DATUMS, MetricsFlusher, build_datums, is_valid_namespace
-from workerless_gevent.metrics import BUCKETS_SECONDS, RateSummary, Registry
+from workerless_gevent.metrics import BUCKETS_SECONDS, COUNTERS, OVERALL_COUNTERS, RateSummary, Registry
 
 
 def test_histograms_are_cumulative_with_le_bounds() -> None:
@@ -125,8 +125,10 @@ def test_what_a_failing_cloudwatch_leaves_behind_is_bounded(caplog: pytest.LogCa
         flusher.flush()
     assert flusher.failures == 2 and len(flusher.carried) == MAX_CARRIED_DATUMS
     # The oldest went first: what is left ends with the second window's datums.
-    assert flusher.carried[-10]["Dimensions"] == [{"Name": "Queue", "Value": "q0"}]
-    assert flusher.carried[0]["Dimensions"] == [{"Name": "Queue", "Value": f"q{500 + 9 + 10}"}]
+    # (after it, one overall datum per counter)
+    assert flusher.carried[-len(COUNTERS + OVERALL_COUNTERS) - 1]["Dimensions"] == [{"Name": "Queue", "Value": "q0"}]
+    overall = len(COUNTERS + OVERALL_COUNTERS)  # overall datums per window, dropped first with the oldest
+    assert flusher.carried[0]["Dimensions"] == [{"Name": "Queue", "Value": f"q{500 + overall + overall + 1}"}]
     assert "dropped" in caplog.text and "CloudWatch flush failed (1 in a row)" in caplog.text
 
 

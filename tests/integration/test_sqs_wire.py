@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import random
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from workerless_gevent.config import AwsConfig, Config, HttpTargetConfig, QueueC
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
 from workerless_gevent.sqs import STALE_HANDLE_CODES, SqsQueue, is_sender_fault
+from workerless_gevent.retries import Retrier
 from workerless_gevent.sqs_wire import SqsWire
 
 RECEIVE_ALL: dict[str, Any] = {"MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
@@ -333,9 +335,11 @@ def test_a_pooled_connection_closed_by_the_server_is_resent_once_on_a_new_one(
 def test_a_server_that_drops_the_request_on_a_new_connection_gets_it_once_then_an_aws_error(
     raw_server: Callable[..., RawServer]
 ) -> None:
-    # only a reused connection can be stale; the callers' own retries take care of the rest
+    # only a reused connection can be stale; the standard-mode retries (tested on their own) take care of
+    # the rest, so this wire makes one attempt per call
     server = raw_server(lambda connection, nth, request: None)
-    wire = SqsWire(server.url, "us-east-1", credentials(), concurrency=1, read_timeout=5)
+    wire = SqsWire(server.url, "us-east-1", credentials(), concurrency=1, read_timeout=5,
+                   retrier=Retrier(random.Random(0), max_attempts=1))
     with pytest.raises(botocore.exceptions.ConnectionClosedError) as raised:
         wire.delete_message_batch(QueueUrl="q", Entries=[{"Id": "0", "ReceiptHandle": "h"}])
     assert isinstance(raised.value, AWS_ERRORS) and not is_sender_fault(raised.value)
@@ -351,12 +355,13 @@ def test_a_silent_server_is_a_read_timeout(raw_server: Callable[..., RawServer])
         return None
 
     server = raw_server(never)
-    wire = SqsWire(server.url, "us-east-1", credentials(), concurrency=1, read_timeout=0.5, connect_timeout=0.2)
+    wire = SqsWire(server.url, "us-east-1", credentials(), concurrency=1, read_timeout=0.5, connect_timeout=0.2,
+                   retrier=Retrier(random.Random(0), max_attempts=1))
     started = time.monotonic()
     with pytest.raises(botocore.exceptions.ReadTimeoutError) as raised:
         wire.receive_message(QueueUrl="q", WaitTimeSeconds=0)
     assert 0.4 < time.monotonic() - started < 3
-    assert isinstance(raised.value, AWS_ERRORS) and len(server.requests) == 1  # a timeout is not resent
+    assert isinstance(raised.value, AWS_ERRORS) and len(server.requests) == 1  # not resent at once as if stale
 
 
 @pytest.mark.parametrize(("reply", "code", "sender_fault"), [

@@ -1,0 +1,217 @@
+"""The wire retries as botocore's standard mode does, and settlements are retried until each
+message's own deadline: throttles, 5xx, resets and answers nobody expected, on real sockets."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import botocore.exceptions
+import pytest
+
+from tests.integration.test_sqs_wire import RawServer, credentials, http_reply, raw_server  # noqa: F401
+from tests.support import Queue, count_messages, wait_until
+from tests.support.faults import INTERNAL_ERROR, THROTTLED, FaultySqs, aws_error
+from tests.support.http_app import Reply
+from workerless_gevent.batching import RETRY_CAP_SECONDS
+from workerless_gevent.config import QueueConfig
+from workerless_gevent.message import Message
+from workerless_gevent.metrics import OVERALL, Registry
+from workerless_gevent.retries import RETRY_COST, Retrier, RetryBudget
+from workerless_gevent.sqs import SqsQueue
+from workerless_gevent.sqs_wire import SqsWire
+
+JSON = {"Content-Type": "application/x-amz-json-1.0"}
+THROTTLE_REPLY = http_reply(400, json.dumps({"__type": "com.amazonaws.sqs#ThrottlingException",
+                                             "message": "Rate exceeded"}).encode(),
+                            {**JSON, "x-amzn-query-error": "RequestThrottled;Sender"})
+SUCCESS_REPLY = http_reply(200, b'{"Successful":[],"Failed":[]}', JSON)
+
+
+def wire_to(server: RawServer, budget: RetryBudget | None = None) -> SqsWire:
+    return SqsWire(server.url, "us-east-1", credentials(), concurrency=2, read_timeout=5,
+                   retrier=Retrier(random.Random(7), budget))
+
+
+def test_throttles_and_resets_are_retried_with_jittered_backoff_until_the_third_attempt(
+    raw_server: Callable[..., RawServer],  # noqa: F811
+) -> None:
+    answers = iter([THROTTLE_REPLY, None, SUCCESS_REPLY])  # a throttle, a reset, then the answer
+    server = raw_server(lambda connection, nth, request: next(answers))
+    started = time.monotonic()
+    assert wire_to(server).delete_message_batch(QueueUrl="q", Entries=[])["Successful"] == []
+    assert len(server.requests) == 3
+    assert time.monotonic() - started < 1 + 2 + 1  # at most 1 s, then 2 s of jittered pause
+
+
+@pytest.mark.parametrize(("reply", "attempts"), [
+    (THROTTLE_REPLY, 3),
+    (http_reply(503, b"<html>busy</html>"), 3),
+    (http_reply(403, json.dumps({"__type": "com.amazon.coral.service#InvalidSignatureException",
+                                 "message": "bad signature"}).encode(), JSON), 1),
+    (http_reply(400, json.dumps({"__type": "com.amazonaws.sqs#QueueDoesNotExist", "message": "gone"}).encode(),
+                {**JSON, "x-amzn-query-error": "AWS.SimpleQueueService.NonExistentQueue;Sender"}), 1),
+], ids=["throttle", "503", "403", "no-such-queue"])
+def test_retryable_errors_get_three_attempts_and_others_one(
+    raw_server: Callable[..., RawServer], reply: bytes, attempts: int,  # noqa: F811
+) -> None:
+    server = raw_server(lambda connection, nth, request: reply)
+    with pytest.raises(botocore.exceptions.ClientError):
+        wire_to(server).receive_message(QueueUrl="q", WaitTimeSeconds=0)
+    assert len(server.requests) == attempts
+
+
+def test_an_empty_retry_budget_stops_retries_and_successes_refill_it(
+    raw_server: Callable[..., RawServer],  # noqa: F811
+) -> None:
+    failing = [True]
+    server = raw_server(lambda connection, nth, request: THROTTLE_REPLY if failing[0] else SUCCESS_REPLY)
+    budget = RetryBudget(tokens=2 * RETRY_COST)
+    wire = wire_to(server, budget)
+    with pytest.raises(botocore.exceptions.ClientError):
+        wire.delete_message_batch(QueueUrl="q", Entries=[])
+    assert (len(server.requests), budget.tokens) == (3, 0)
+    with pytest.raises(botocore.exceptions.ClientError):  # no budget: one attempt, no storm
+        wire.delete_message_batch(QueueUrl="q", Entries=[])
+    assert len(server.requests) == 4
+    failing[0] = False
+    wire.delete_message_batch(QueueUrl="q", Entries=[])
+    assert budget.tokens == 1  # a first-try success puts one token back
+
+
+def test_a_deadline_stops_retries_that_would_end_after_it(raw_server: Callable[..., RawServer]) -> None:  # noqa: F811
+    server = raw_server(lambda connection, nth, request: THROTTLE_REPLY)
+    wire = wire_to(server)
+    with pytest.raises(botocore.exceptions.ClientError):
+        wire.retrier.call(lambda: wire.call_once("DeleteMessageBatch", {"QueueUrl": "q", "Entries": []}),
+                          deadline=time.monotonic())
+    assert len(server.requests) == 1
+
+
+# ------------------------------------------------------------------ settlements through a faulty SQS
+
+
+@pytest.fixture
+def faulty(moto_endpoint: str) -> Iterator[FaultySqs]:
+    proxy = FaultySqs(moto_endpoint)
+    proxy.up()
+    yield proxy
+    proxy.down()
+
+
+def queue_on(proxy: FaultySqs, queue: Queue, registry: Registry, **settings: Any) -> SqsQueue:
+    wire = SqsWire(proxy.url, "us-east-1", credentials(), concurrency=4, read_timeout=10,
+                   retrier=Retrier(random.Random(3)))
+    return SqsQueue(None, QueueConfig(name=queue.name, **settings), queue.url, queue.arn, registry.count, wire,
+                    random.Random(5))
+
+
+def receive(sqs_q: SqsQueue, sqs: Any, queue: Queue, n: int) -> list[Message]:
+    for i in range(n):
+        sqs.send_message(QueueUrl=queue.url, MessageBody=f"m{i}")
+    messages: list[Message] = []
+    wait_until(lambda: messages.extend(sqs_q.receive(10, 0)) or len(messages) >= n, 10, message="not received")
+    return messages
+
+
+def visible_messages(sqs: Any, queue: Queue) -> int:
+    attributes = sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["ApproximateNumberOfMessages"])
+    return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+
+
+def fail_next(proxy: FaultySqs, action: str, times: int, reply: Reply | Callable[[dict[str, Any]], Reply]) -> None:
+    left = [times]
+
+    def fault(seen: str, params: dict[str, Any]) -> Reply | None:
+        if seen != action or left[0] <= 0:
+            return None
+        left[0] -= 1
+        return reply(params) if callable(reply) else reply
+
+    proxy.fault = fault
+
+
+def test_a_throttled_delete_batch_is_retried_until_it_lands(
+    faulty: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
+) -> None:
+    queue, registry = make_queue(), Registry()
+    sqs_q = queue_on(faulty, queue, registry, visibility_timeout=60)
+    messages = receive(sqs_q, sqs, queue, 5)
+    fail_next(faulty, "DeleteMessageBatch", 5, THROTTLED)  # more than one call's 3 attempts
+    for message in messages:
+        sqs_q.delete(message)
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="throttled deletes never landed")
+    wait_until(lambda: sqs_q.pending_count() == 0, 10, message="entries left pending")
+    assert faulty.faulted_count("DeleteMessageBatch") == 5
+    assert registry.total("DeleteFailed") == 0
+
+
+def test_retryable_entry_failures_and_entries_the_answer_leaves_out_are_retried(
+    faulty: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
+) -> None:
+    queue, registry = make_queue(), Registry()
+    sqs_q = queue_on(faulty, queue, registry, visibility_timeout=60)
+    messages = receive(sqs_q, sqs, queue, 3)
+
+    def partial(params: dict[str, Any]) -> Reply:  # entry 0 failed on SQS's side, entry 1 missing, 2 "done"
+        ids = [entry["Id"] for entry in params["Entries"]]
+        body = {"Successful": [{"Id": ids[-1]}],
+                "Failed": [{"Id": ids[0], "Code": "InternalError", "SenderFault": False, "Message": "oops"},
+                           {"Id": "99", "Code": "InternalError", "SenderFault": False, "Message": "not ours"}]}
+        return 200, JSON, json.dumps(body).encode()
+
+    fail_next(faulty, "ChangeMessageVisibilityBatch", 1, partial)
+    for message in messages:
+        sqs_q.change_visibility(message, 0)
+    wait_until(lambda: sqs_q.pending_count() == 0, 20, message="retries never finished")
+    # the third "Successful" entry never reached SQS: only the retried two are visible again
+    wait_until(lambda: visible_messages(sqs, queue) == 2, 10, message="retried changes not applied")
+    assert registry.total("VisibilityFailed") == 0 and registry.total("InternalErrors", OVERALL) == 0
+
+
+@pytest.mark.parametrize("body", [b"not json at all", b'{"Successful": "yes", "Failed": 7}', b"[1, 2]"],
+                         ids=["not-json", "wrong-shapes", "not-an-object"])
+def test_an_answer_nobody_expected_costs_a_retry_not_the_flusher(
+    faulty: FaultySqs, sqs: Any, make_queue: Callable[..., Queue], body: bytes,
+) -> None:
+    queue, registry = make_queue(), Registry()
+    sqs_q = queue_on(faulty, queue, registry, visibility_timeout=60)
+    first, second = receive(sqs_q, sqs, queue, 2)
+    fail_next(faulty, "DeleteMessageBatch", 4, (200, JSON, body))
+    sqs_q.delete(first)
+    wait_until(lambda: count_messages(sqs, queue.url) == 1, 30, message="the delete never landed")
+    sqs_q.delete(second)  # the flusher still works afterwards
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="the flusher is gone")
+    assert registry.total("DeleteFailed") == 0
+
+
+def test_a_delete_that_keeps_failing_is_given_up_at_its_deadline_logged_and_counted(
+    faulty: FaultySqs, sqs: Any, make_queue: Callable[..., Queue], caplog: pytest.LogCaptureFixture,
+) -> None:
+    queue, registry = make_queue(), Registry()
+    sqs_q = queue_on(faulty, queue, registry, visibility_timeout=3)
+    (message,) = receive(sqs_q, sqs, queue, 1)
+    faulty.fail(INTERNAL_ERROR, ("DeleteMessageBatch",))
+    started = time.monotonic()
+    sqs_q.delete(message)
+    wait_until(lambda: registry.total("DeleteFailed", queue.name) == 1, 30, message="never given up")
+    # the message's visibility (3 s, at least 5 s of retries) bounds the retries, give or take one cap
+    assert time.monotonic() - started < 5 + RETRY_CAP_SECONDS + 3 * 2
+    assert sqs_q.pending_count() == 0
+    assert faulty.faulted_count("DeleteMessageBatch") >= 2
+    assert f"message={message.message_id}" in caplog.text and "SQS will deliver them again" in caplog.text
+
+
+def test_a_queue_that_is_gone_is_given_up_at_once(
+    faulty: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
+) -> None:
+    queue, registry = make_queue(), Registry()
+    sqs_q = queue_on(faulty, queue, registry, visibility_timeout=60)
+    (message,) = receive(sqs_q, sqs, queue, 1)
+    faulty.fail(aws_error(400, "AWS.SimpleQueueService.NonExistentQueue", "gone"), ("DeleteMessageBatch",))
+    sqs_q.delete(message)
+    wait_until(lambda: registry.total("DeleteFailed", queue.name) == 1, 10, message="not given up")
+    assert faulty.faulted_count("DeleteMessageBatch") == 1  # a sender fault is not repeated

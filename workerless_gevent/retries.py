@@ -1,0 +1,107 @@
+"""Retries the way botocore's standard mode makes them, for the calls our own wire makes.
+
+botocore's standard mode: up to 3 attempts; throttles, 5xx answers, connection errors and timeouts
+are retried after `random() * 2^(attempt-1)` seconds (full jitter, at most 20 s); every retry
+spends tokens from a budget shared by the client (5 per retry, 10 after a timeout) that a success
+refills, so a dead endpoint quickly costs one attempt per call instead of three (no retry storm).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import botocore.exceptions
+import gevent
+
+T = TypeVar("T")
+
+MAX_ATTEMPTS = 3
+MAX_BACKOFF_SECONDS = 20.0
+BUDGET_TOKENS = 500
+RETRY_COST = 5
+TIMEOUT_RETRY_COST = 10
+SUCCESS_REFILL = 1
+RETRYABLE_STATUS = (500, 502, 503, 504)
+# Error codes botocore's standard mode retries, SQS's own throttles among them (matched by suffix:
+# SQS's query-compatible codes may carry a prefix such as "AWS.SimpleQueueService.").
+THROTTLE_CODES = ("Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+                  "TooManyRequestsException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+                  "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown",
+                  "EC2ThrottledException", "KmsThrottled")
+TRANSIENT_CODES = ("RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError",
+                   "InternalFailure", "ServiceUnavailable", "TransactionInProgressException")
+TIMEOUTS = (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError)
+CONNECTION_ERRORS = (botocore.exceptions.ConnectionClosedError, botocore.exceptions.EndpointConnectionError,
+                     botocore.exceptions.HTTPClientError)
+
+
+def retry_cost(error: BaseException) -> int | None:
+    """The budget a retry of this error costs, or None when repeating the request cannot help."""
+    if isinstance(error, botocore.exceptions.ClientError):
+        code = str(error.response.get("Error", {}).get("Code", ""))
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if code.endswith(THROTTLE_CODES) or code.endswith(TRANSIENT_CODES) or status in RETRYABLE_STATUS:
+            return RETRY_COST
+        return None
+    if isinstance(error, TIMEOUTS):
+        return TIMEOUT_RETRY_COST
+    if isinstance(error, botocore.exceptions.SSLError):
+        return None  # an untrusted certificate stays untrusted
+    if isinstance(error, CONNECTION_ERRORS):
+        return RETRY_COST
+    return None
+
+
+def backoff_seconds(attempt: int, rng: random.Random, cap_seconds: float = MAX_BACKOFF_SECONDS) -> float:
+    """Full jitter: uniformly up to 2^(attempt-1) seconds, capped."""
+    return rng.random() * min(cap_seconds, 2.0 ** (attempt - 1))
+
+
+class RetryBudget:
+    """Tokens shared by every call to one endpoint: retries spend them, successes refill them."""
+
+    def __init__(self, tokens: int = BUDGET_TOKENS) -> None:
+        self.capacity = tokens
+        self.tokens = tokens
+
+    def spend(self, cost: int) -> bool:
+        if cost > self.tokens:
+            return False
+        self.tokens -= cost
+        return True
+
+    def refill(self, amount: int) -> None:
+        self.tokens = min(self.capacity, self.tokens + amount)
+
+
+class Retrier:
+    """Runs one request with standard-mode retries; share one per endpoint between greenlets."""
+
+    def __init__(self, rng: random.Random, budget: RetryBudget | None = None, max_attempts: int = MAX_ATTEMPTS) -> None:
+        self.rng = rng
+        self.budget = budget or RetryBudget()
+        self.max_attempts = max_attempts
+
+    def call(self, attempt: Callable[[], T], deadline: float | None = None) -> T:
+        """`attempt()`, retried while the error is retryable, attempts and budget last, and the pause
+        ends before `deadline` (time.monotonic()); the last error is raised as it is."""
+        spent = 0
+        for number in range(1, self.max_attempts + 1):
+            try:
+                result = attempt()
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+                cost = retry_cost(error)
+                pause = backoff_seconds(number, self.rng)
+                past_deadline = deadline is not None and time.monotonic() + pause >= deadline
+                if (cost is None or number == self.max_attempts or past_deadline
+                        or not self.budget.spend(cost)):
+                    raise
+                spent = cost
+                gevent.sleep(pause)
+                continue
+            self.budget.refill(spent or SUCCESS_REFILL)
+            return result
+        raise AssertionError("unreachable: the last attempt returns or raises")
