@@ -140,7 +140,7 @@ def fake_lambda() -> Iterator[FakeLambda]:
 
 @pytest.fixture
 def daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
-    """`daemon(args, env=None, cwd=REPO_ROOT, program=None) -> Daemon`; kills leftovers.
+    """`daemon(args, env=None, cwd=REPO_ROOT, program=None, is_executable=False) -> Daemon`; kills leftovers.
 
     `env` defaults to os.environ (pass `aws_env` to aim it at moto). Logs of every daemon are
     printed at teardown, so a failing test shows them.
@@ -152,10 +152,11 @@ def daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
         env: dict[str, str] | None = None,
         cwd: Path = REPO_ROOT,
         program: Path | None = None,
+        is_executable: bool = False,
     ) -> Daemon:
         log_path = tmp_path / f"workerless-{len(started)}.log"
         env = dict(os.environ) if env is None else env
-        proc = Daemon(args, env, cwd=cwd, log_path=log_path, program=program)
+        proc = Daemon(args, env, cwd=cwd, log_path=log_path, program=program, is_executable=is_executable)
         started.append(proc)
         return proc
 

@@ -26,15 +26,15 @@ class Clients:
     sqs_wire: SqsWire | None = None  # the hot SQS calls without botocore's client (None: use `sqs`)
 
 
-def build_clients(config: Config) -> Clients:
-    """One session, one client per service; boto3's chain supplies region, credentials, endpoints."""
+def build_clients(config: Config, region: str | None = None) -> Clients:
+    """One session, one client per service, in the region the CLI resolved (`region.resolve_region`);
+    boto3's chain supplies credentials and endpoints."""
     session = boto3.session.Session(profile_name=config.aws.profile, region_name=config.aws.region)
-    region = session.region_name or "us-east-1"
+    region = region or default_region(config, session)
     endpoint: dict[str, Any] = {"endpoint_url": config.aws.endpoint_url} if config.aws.endpoint_url else {}
-    # botocore's trust for every client and the wire: [aws] ca_bundle, then AWS_CA_BUNDLE (or the
-    # profile's ca_bundle), then botocore's own bundle; never the system store alone, which a slim
+    # botocore's trust for every client and the wire alike; never the system store alone, which a slim
     # container may not have.
-    ca_bundle = config.aws.ca_bundle or session._session.get_config_variable("ca_bundle") or get_cert_path(True)
+    ca_bundle = trusted_ca_bundle(config.aws.ca_bundle, session)
     endpoint["verify"] = ca_bundle
     sqs_pool = config.concurrency + len(config.queues) * 2 + 10
     sqs_read_timeout = max(config.polling.poll_for + 10, 30)
@@ -110,3 +110,24 @@ def describe_error(error: BaseException) -> str:
         return f"{detail.get('Code', 'ClientError')}: {detail.get('Message', '')}".strip()
     return f"{type(error).__name__}: {error}"
 
+
+# Shared with `workerless send`, so every command builds its session and trusts CAs the same way.
+
+
+def build_session(profile: str | None) -> boto3.session.Session:
+    """The session of a command: [aws] profile, else AWS_PROFILE; credentials from boto3's chain."""
+    return boto3.session.Session(profile_name=profile)
+
+
+def trusted_ca_bundle(configured: str | None, session: boto3.session.Session) -> str:
+    """[aws] ca_bundle, then AWS_CA_BUNDLE (or the profile's ca_bundle), then botocore's own bundle."""
+    return str(configured or session._session.get_config_variable("ca_bundle") or get_cert_path(True))
+
+
+def default_region(config: Config, session: boto3.session.Session) -> str:
+    """The region chain on this process's environment, for callers that did not resolve one first."""
+    import os
+
+    from .region import resolve_region
+
+    return resolve_region(config.aws, os.environ, session, config.source)[0]

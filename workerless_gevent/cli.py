@@ -12,7 +12,7 @@ Options:
   -c FILE, --config=FILE     TOML configuration (env WORKERLESS_CONFIG).
   --queues=SPEC              Queues in priority order, NAME[:WEIGHT],...: no weights is strict
                              order, equal weights random, different weights weighted.
-  --function=NAME            Deliver every queue to this Lambda function.
+  --function=NAME            Deliver every queue to this Lambda function (not with --http).
   --http=URL                 Deliver every queue as an HTTP POST to this URL (aws-sqsd).
   --concurrency=N            Deliveries in flight at most, across all queues.
   --strategy=NAME            priority | weighted | random | round-robin.
@@ -31,7 +31,10 @@ Options:
   --version                  Show the version.
 
 Settings come from defaults, then the TOML file, then WORKERLESS_<OPTION> environment
-variables (e.g. WORKERLESS_CONCURRENCY), then these flags. Exit codes: 0 clean stop,
+variables (e.g. WORKERLESS_CONCURRENCY), then these flags. A target flag replaces a
+WORKERLESS_HTTP or WORKERLESS_FUNCTION variable; both flags, or both variables, is an error.
+The AWS region comes from [aws] region, AWS_REGION, AWS_DEFAULT_REGION, the profile's region,
+then ECS or EC2 metadata; with none, every command exits 2. Exit codes: 0 clean stop,
 1 runtime failure, 2 bad configuration or usage.
 """
 
@@ -41,6 +44,7 @@ import json
 import logging
 import os
 import random
+import re
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -50,20 +54,25 @@ from typing import Any
 from docopt import DocoptExit, docopt
 
 from . import __version__
+from .config import AwsConfig, Config
 from .errors import ConfigError, ExitStatus, StartupError
 from .loading import OPTION_NAMES, load_config
 from .logs import configure_logging
 
 logger = logging.getLogger(__name__)
 
+COMMANDS = ("check", "send", "demo")
+COMMAND_OPTIONS = {"--online": "check", "--attr": "send"}  # options only one command takes
+REPEATABLE_OPTIONS = ("--attr",)
+
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = docopt(__doc__, argv=list(sys.argv[1:] if argv is None else argv), version=__version__)
-    except DocoptExit as error:
-        print(str(error).strip().splitlines()[0] if str(error).strip() else "bad usage", file=sys.stderr)
-        print("usage: see workerless --help", file=sys.stderr)
+        args = docopt(__doc__, argv=arguments, version=__version__)
+    except DocoptExit:
+        print(f"workerless: {describe_usage_error(arguments)} (see workerless --help for usage)", file=sys.stderr)
         return ExitStatus.BAD_CONFIG
     if args["demo"]:
         from .demo import run_demo
@@ -74,27 +83,105 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         if args["send"]:
             return send(args, env)
         config = load_config(args["--config"], env, flags)
+        _, region, where = open_session(config.aws, env, config.source)
     except ConfigError as error:
         print(error.line(), file=sys.stderr)
         return ExitStatus.BAD_CONFIG
     if args["check"]:
-        return check(config, args["--online"])
-    return run(config)
+        return check(config, args["--online"], region, where)
+    return run(config, region, where)
 
 
-def run(config: Any) -> int:
+def describe_usage_error(arguments: Sequence[str]) -> str:
+    """What docopt refused, in words: it only says "found unmatched (duplicate?) arguments [Option(...)]"."""
+    options: dict[str, bool] = {}  # --long -> takes a value
+    shorts: dict[str, str] = {}  # -c -> --config
+    for short, long, value in re.findall(r"(?m)^  (?:(-\w)[ =]?\S*, )?(--[\w-]+)(=\S+)?", __doc__ or ""):
+        options[long] = bool(value)
+        if short:
+            shorts[short] = long
+    seen: list[str] = []
+    words: list[str] = []
+    tokens = list(arguments)
+    while tokens:
+        token = tokens.pop(0)
+        if token.startswith("--") and token != "--":
+            name, equals, _ = token.partition("=")
+            matches = [name] if name in options else [option for option in options if option.startswith(name)]
+            if not matches:
+                return f"unknown option {name}"
+            if len(matches) > 1:
+                return f"ambiguous option {name}: {' or '.join(matches)}"
+            long = matches[0]
+            if options[long] and not equals and (not tokens or tokens.pop(0) == "--"):
+                return f"option {long} needs a value"
+            if equals and not options[long]:
+                return f"option {long} takes no value"
+            seen.append(long)
+        elif token.startswith("-") and token not in ("-", "--"):
+            for index, letter in enumerate(token[1:], start=1):
+                long = shorts.get("-" + letter, "")
+                if not long:
+                    return f"unknown option -{letter}"
+                seen.append(long)
+                if options[long]:
+                    if index == len(token) - 1 and (not tokens or tokens.pop(0) == "--"):
+                        return f"option -{letter} needs a value"
+                    break
+        else:
+            words.append(token)
+    for option in seen:
+        if seen.count(option) > 1 and option not in REPEATABLE_OPTIONS:
+            return f"option {option} given more than once"
+    if words and words[0] not in COMMANDS:
+        return f"unknown command {words[0]}: the commands are {', '.join(COMMANDS[:-1])} and {COMMANDS[-1]}"
+    command = words[0] if words else ""
+    for option, owner in COMMAND_OPTIONS.items():
+        if option in seen and command != owner:
+            return f"option {option} is only for workerless {owner}"
+    if command == "send" and len(words) < 2:
+        return "send needs a QUEUE"
+    extra = words[3:] if command == "send" else words[1:]
+    if extra:
+        return f"unexpected argument {extra[0]}"
+    return "cannot parse the command line"
+
+
+def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str) -> tuple[Any, str, str]:
+    """The boto3 session, region and the region's source for every command; no silent default region."""
+    import botocore.exceptions
+
+    from .aws import build_session
+    from .region import resolve_region
+
+    try:
+        session = build_session(aws.profile)
+    except botocore.exceptions.ConfigParseError as error:
+        path = str(error.kwargs.get("path", "AWS config file"))
+        raise ConfigError(path, "", "cannot parse this AWS config file") from None
+    except botocore.exceptions.ProfileNotFound:
+        problem = "names a profile that is not in the AWS config files"
+        if aws.profile:
+            raise ConfigError(origin, "aws.profile", problem, aws.profile) from None
+        variable = "AWS_PROFILE" if env.get("AWS_PROFILE") else "AWS_DEFAULT_PROFILE"
+        raise ConfigError(variable, "", problem, env.get(variable, "")) from None
+    return (session, *resolve_region(aws, env, session, origin))
+
+
+def run(config: Config, region: str, where: str) -> int:
     from .aws import build_clients
     from .daemon import Daemon
     from .metrics import Registry
 
     configure_logging(config.log_format, config.log_level)
     try:
-        clients = build_clients(config)
+        clients = build_clients(config, region)
         # Resolving every queue at construction doubles as the credentials and endpoint check.
         daemon = Daemon(config, clients, Registry(), random.Random())
     except StartupError as error:
         print(f"workerless: cannot start: {error}", file=sys.stderr)
         return ExitStatus.ERROR
+    logger.info("region: %s (from %s)", region, where)
     try:
         return daemon.run()
     except Exception:
@@ -102,15 +189,17 @@ def run(config: Any) -> int:
         return ExitStatus.ERROR
 
 
-def check(config: Any, online: bool) -> int:
+def check(config: Config, online: bool, region: str, where: str) -> int:
     effective = asdict(config)
     for target in effective["targets"].values():
         if target.get("signing_secret"):
             target["signing_secret"] = "(set, hidden)"
+    effective["aws"]["region"] = region  # the one the daemon would use, wherever it came from
     print(json.dumps(effective, indent=2, default=str))
     from .setup import build_parts, dead_letter_warnings
 
     if not online:
+        print(f"region: {region} (from {where})", file=sys.stderr)
         for warning in dead_letter_warnings(config):
             print(f"warning: {warning}", file=sys.stderr)
         return ExitStatus.OK
@@ -118,10 +207,11 @@ def check(config: Any, online: bool) -> int:
     from .metrics import Registry
 
     try:
-        parts = build_parts(config, build_clients(config), Registry(), random.Random())
+        parts = build_parts(config, build_clients(config, region), Registry(), random.Random())
     except StartupError as error:
         print(f"workerless: {error}", file=sys.stderr)
         return ExitStatus.ERROR
+    print(f"region: {region} (from {where})", file=sys.stderr)
     for warning in dead_letter_warnings(config, parts.queues):
         print(f"warning: {warning}", file=sys.stderr)
     print("online check passed: every queue resolved", file=sys.stderr)
@@ -130,9 +220,7 @@ def check(config: Any, online: bool) -> int:
 
 def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
     """Enqueue one message: for operators and demos, using the config's [aws] settings if given."""
-    import boto3
-
-    from .aws import AWS_ERRORS, describe_error
+    from .aws import AWS_ERRORS, describe_error, trusted_ca_bundle
 
     attributes = {}
     for item in args["--attr"]:
@@ -140,10 +228,11 @@ def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
         if not equals or not name:
             raise ConfigError("--attr", "", "must be NAME=VALUE", item)
         attributes[name] = {"DataType": "String", "StringValue": value}
-    aws = load_config(args["--config"], env, {}).aws if args["--config"] else None
-    session = boto3.session.Session(profile_name=aws.profile, region_name=aws.region) if aws else boto3.session.Session()
-    endpoint = {"endpoint_url": aws.endpoint_url} if aws and aws.endpoint_url else {}
-    sqs = session.client("sqs", **endpoint)
+    config = load_config(args["--config"], env, {}) if args["--config"] else None
+    aws = config.aws if config else AwsConfig()
+    session, region, _ = open_session(aws, env, config.source if config else "command line")
+    endpoint = {"endpoint_url": aws.endpoint_url} if aws.endpoint_url else {}
+    sqs = session.client("sqs", region_name=region, verify=trusted_ca_bundle(aws.ca_bundle, session), **endpoint)
     queue = args["QUEUE"]
     body = args["BODY"] if args["BODY"] is not None else sys.stdin.read()
     try:

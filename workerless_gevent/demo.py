@@ -2,7 +2,9 @@
 
 Starts moto's server and a small local app on free loopback ports, creates the queues of
 conf/local.toml, enqueues sample messages on each priority and runs the real daemon against
-them, so the app's output shows the messages arriving in priority order. Ctrl-C stops it all.
+them, so the app's output shows the messages arriving in priority order. Ctrl-C, SIGTERM or
+SIGHUP (the terminal closing) stops it all: the daemon and the emulator run in sessions of their
+own, so nothing but this process can stop them.
 """
 
 from __future__ import annotations
@@ -28,33 +30,38 @@ SAMPLES = (("default", 4), ("submissions", 3), ("payments", 3))  # sent lowest p
 
 def run_demo() -> int:
     config = ROOT / "conf" / "local.toml"
+    stop_requested = gevent.event.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        gevent.signal_handler(signum, stop_requested.set)
     emulator, endpoint = start_emulator()
     env = demo_environment(endpoint)
     app = WSGIServer(("127.0.0.1", 0), print_request, log=None)
     app.start()
-    say(f"local AWS emulator (moto) on {endpoint}; demo app on http://127.0.0.1:{app.server_port}/")
+    say(f"local AWS emulator (moto, pid {emulator.pid}) on {endpoint}; "
+        f"demo app on http://127.0.0.1:{app.server_port}/")
     daemon = None
-    stop_requested = gevent.event.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        gevent.signal_handler(signum, stop_requested.set)
     try:
         sqs = boto3.session.Session(region_name=env["AWS_DEFAULT_REGION"], aws_access_key_id="demo",
                                     aws_secret_access_key="demo").client("sqs", endpoint_url=endpoint)
         enqueue_samples(sqs)
+        if stop_requested.is_set():  # a signal while the emulator was starting
+            return 0
         daemon = subprocess.Popen(
             [sys.executable, str(ROOT / "bin" / "workerless"), "-c", str(config),
              f"--http=http://127.0.0.1:{app.server_port}/"],
             env=env, start_new_session=True,
         )
-        say("daemon started with conf/local.toml (strict priority, concurrency 1); Ctrl-C stops everything")
+        say(f"daemon (pid {daemon.pid}) started with conf/local.toml (strict priority, concurrency 1); "
+            "Ctrl-C stops everything")
         while daemon.poll() is None and not stop_requested.wait(0.2):
             pass
         say("stopping")
-        return stop(daemon)
     finally:
+        # Also on an error or a closed terminal: neither child may outlive the demo.
+        code = stop(daemon)
         app.stop(timeout=1)
-        emulator.terminate()
-        emulator.wait(timeout=10)
+        stop(emulator)
+    return code
 
 
 def start_emulator() -> tuple[subprocess.Popen[bytes], str]:
@@ -108,18 +115,23 @@ def print_request(environ: dict[str, Any], start_response: Any) -> list[bytes]:
     return [b"ok"]
 
 
-def stop(daemon: subprocess.Popen[bytes] | None) -> int:
-    if daemon is None:
+def stop(process: subprocess.Popen[bytes] | None) -> int:
+    """SIGTERM, then SIGKILL after 30 s; the exit code (the daemon's becomes the demo's)."""
+    if process is None:
         return 0
-    if daemon.poll() is not None:
-        return daemon.returncode
-    daemon.send_signal(signal.SIGTERM)
+    if process.poll() is not None:
+        return process.returncode
+    process.send_signal(signal.SIGTERM)
     try:
-        return daemon.wait(timeout=30)
+        return process.wait(timeout=30)
     except subprocess.TimeoutExpired:
-        daemon.kill()
+        process.kill()
+        process.wait()
         return 1
 
 
 def say(line: str) -> None:
-    print(f"[demo] {line}", flush=True)
+    try:
+        print(f"[demo] {line}", flush=True)
+    except OSError:  # the terminal went away (SIGHUP): stopping matters more than telling
+        pass

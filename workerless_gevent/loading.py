@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
+import tomllib
 from collections.abc import Mapping
 from typing import Any
 
 from .config import Config, HttpTargetConfig, build_config
 from .errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 # option name -> (path in the document, type of its value)
 SCALAR_OPTIONS: dict[str, tuple[tuple[str, ...], type]] = {
@@ -45,11 +40,22 @@ def load_config(path: str | None, env: Mapping[str, str], flags: Mapping[str, ob
                 for option in OPTION_NAMES if "WORKERLESS_" + option.upper() in env]
     settings += [(option, value, "--" + option.replace("_", "-"))
                  for option, value in flags.items() if value is not None and value is not False]
+    reject_conflicting_targets(settings)
     # --queues implies a strategy, so it goes first and an explicit strategy still wins.
     settings.sort(key=lambda setting: setting[0] != "queues")
     for option, value, origin in settings:
         apply_option(document, option, value, origin, origins)
     return resolve_secrets(build_config(document, source, origins), env)
+
+
+def reject_conflicting_targets(settings: list[tuple[str, object, str]]) -> None:
+    """--http with --function (or both variables) would drop one silently; a flag over a variable is precedence."""
+    for level in ("WORKERLESS_", "--"):
+        given = [origin for option, value, origin in settings
+                 if option in ("function", "http") and origin.startswith(level) and value]
+        if len(given) > 1:
+            raise ConfigError(given[1], "targets.default",
+                              f"conflicts with {given[0]}: give one target, HTTP or Lambda")
 
 
 def resolve_secrets(config: Config, env: Mapping[str, str]) -> Config:
@@ -68,13 +74,28 @@ def resolve_secrets(config: Config, env: Mapping[str, str]) -> Config:
 def read_toml(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
+            data = handle.read()
     except FileNotFoundError:
         raise ConfigError(path, "", "config file not found") from None
     except OSError as error:
         raise ConfigError(path, "", f"cannot read config file: {error.strerror}") from None
+    try:
+        return tomllib.loads(decode_utf8(data, path))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(path, "", f"invalid TOML: {error}") from None
+
+
+def decode_utf8(data: bytes, path: str) -> str:
+    """TOML is UTF-8 only; point at the first bad byte instead of a UnicodeDecodeError traceback."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise ConfigError(path, "", "not UTF-8: the file is UTF-16 (TOML files must be UTF-8)") from None
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - data.rfind(b"\n", 0, error.start)
+        raise ConfigError(path, "", f"not UTF-8: byte 0x{data[error.start]:02x} at line {line}, column {column} "
+                                    "(TOML files must be UTF-8)") from None
 
 
 def apply_option(document: dict[str, Any], option: str, value: object, origin: str, origins: dict[str, str]) -> None:

@@ -9,13 +9,9 @@ client closed.
 
 from __future__ import annotations
 
-import datetime
 import os
-import ipaddress
-import shutil
 import socket
 import ssl
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from http.client import HTTPException
@@ -31,6 +27,7 @@ from gevent.server import StreamServer
 from tests.support import wait_until
 from tests.support.moto import free_port
 from tests.support.raw_http import read_request
+from tests.support.tls import self_signed_certificate
 from workerless_gevent.http_wire import Connections, DeadlineExceeded, Reply, ReplyParser, tls_context
 
 PACE = 0.001  # between the writes of an answer sent in pieces, so each piece likely gets a read of its own
@@ -693,38 +690,6 @@ def test_tls_to_a_server_that_does_not_speak_it_fails_at_once(
         server.stop(timeout=1)
 
 
-def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, with `cryptography` or else the openssl CLI."""
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-    except ImportError:
-        openssl = shutil.which("openssl")
-        if openssl is None:
-            pytest.skip("neither the cryptography package nor the openssl CLI is available to make a certificate")
-        subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                        "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-        return cert, key
-    private_key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-                   .public_key(private_key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                                  critical=False)
-                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                   .sign(private_key, hashes.SHA256()))
-    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key.write_bytes(private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                              serialization.NoEncryption()))
-    return cert, key
-
-
 def test_a_tls_round_trip_keeps_the_connection_and_notices_a_server_close(
     serve: Callable[..., RawServer], pool: Callable[..., Connections], tmp_path: Path
 ) -> None:
@@ -851,3 +816,20 @@ def test_quick_ack_spares_an_app_server_with_nagle_on_the_delayed_ack(
         assert per_request < 0.015, per_request
     else:
         assert per_request > 0.025, per_request  # the stall quick_ack exists for is real here
+
+
+def test_a_connection_idle_past_keepalive_idle_is_closed_not_reused(
+    serve: Callable[..., RawServer], pool: Callable[..., Connections],
+) -> None:
+    """App servers close idle keep-alive connections after a few seconds; a request written just as they
+    do is lost. So a connection idle longer than keepalive_idle is never written to again."""
+    server = serve(lambda peer, request: peer.send(reply()))
+    connections = pool(server.port, limit=2, keepalive_idle=0.3)
+    assert connections.exchange(request("idle")).status == 200
+    assert connections.exchange(request("idle")).status == 200  # at once: reused
+    assert len(server.peers) == 1
+    idle = connections.idle[-1]
+    wait_until(lambda: time.monotonic() - connections.idle_since[idle] > 0.3, 2, message="never idle long enough")
+    assert connections.exchange(request("idle")).status == 200
+    assert len(server.peers) == 2 and idle.fileno() == -1  # a new connection; the idle one was closed
+    wait_until(lambda: server.peers[0].eof, 2, message="the server never saw the idle connection close")

@@ -12,12 +12,15 @@ import hmac
 import json
 import random
 import socket
+import ssl
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
 import botocore.exceptions
+from botocore.httpsession import get_cert_path
 import gevent
 import pytest
 from gevent.server import StreamServer
@@ -25,6 +28,7 @@ from gevent.server import StreamServer
 from tests.support import CountingProxy, MotoServer, Queue, count_messages, wait_until
 from tests.support.moto import free_port
 from tests.support.raw_http import read_request
+from tests.support.tls import self_signed_certificate
 from workerless_gevent.aws import AWS_ERRORS, build_clients, describe_error, error_code
 from workerless_gevent.config import AwsConfig, Config, HttpTargetConfig, QueueConfig
 from workerless_gevent.message import Message
@@ -545,3 +549,27 @@ def test_the_signed_host_is_the_one_botocore_would_sign(url: str) -> None:
     wire = SqsWire(url, "eu-west-1", credentials(), concurrency=1, read_timeout=5)
     assert wire.host == botocore.auth._host_from_url(url)
     wire.close()
+
+
+def test_the_wire_trusts_botocores_bundle_not_the_system_store(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """A slim container has no system CAs: with nothing configured, the wire must load botocore's bundle
+    (certifi), as the boto3 clients do; AWS_CA_BUNDLE and [aws] ca_bundle replace it for both."""
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "https://sqs.example.test")
+
+    def trusted(clients: Any) -> set[str]:
+        context = clients.sqs_wire.http.tls
+        return {cert["serialNumber"] for cert in context.get_ca_certs()}
+
+    default = build_clients(daemon_config(region="us-east-1"))
+    bundle = ssl.create_default_context(cafile=get_cert_path(True))
+    assert trusted(default) == {cert["serialNumber"] for cert in bundle.get_ca_certs()} and len(trusted(default)) > 50
+    assert default.sqs.meta.config is not None and default.sqs._endpoint.http_session._verify == get_cert_path(True)
+    cert, _ = self_signed_certificate(tmp_path)
+    ours = {cert_info["serialNumber"] for cert_info in ssl.create_default_context(cafile=str(cert)).get_ca_certs()}
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
+    assert trusted(build_clients(daemon_config(region="us-east-1"))) == ours
+    monkeypatch.delenv("AWS_CA_BUNDLE")
+    configured = build_clients(daemon_config(region="us-east-1", ca_bundle=str(cert)))
+    assert trusted(configured) == ours and configured.sqs._endpoint.http_session._verify == str(cert)

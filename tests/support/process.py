@@ -24,8 +24,10 @@ class Daemon:
         cwd: Path | str = REPO_ROOT,
         log_path: Path | None = None,
         program: Path | None = None,
+        is_executable: bool = False,
     ) -> None:
-        """Start at once. `program` replaces bin/workerless (the harness self-test uses it)."""
+        """Start at once. `program` replaces bin/workerless (the harness self-test uses it); with
+        `is_executable` it runs as it is (e.g. a pip-installed console script) instead of under our Python."""
         if log_path is None:
             log_path = Path(tempfile.mkstemp(prefix="workerless-", suffix=".log")[1])
         self.args = list(args)
@@ -34,7 +36,8 @@ class Daemon:
         env.setdefault("PYTHONUNBUFFERED", "1")  # log lines appear as they are written
         with open(log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, str(program or REPO_ROOT / "bin" / "workerless"), *self.args],
+                [*([] if is_executable else [sys.executable]), str(program or REPO_ROOT / "bin" / "workerless"),
+                 *self.args],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -7,6 +7,7 @@ refused and the ones open at the time are cut, exactly as when an endpoint goes 
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Any
 
 import gevent
@@ -18,12 +19,14 @@ from .moto import free_port
 class TcpProxy:
     """`TcpProxy(upstream_url)`; `.url` keeps its port across `stop()` and `start()`."""
 
-    def __init__(self, upstream_url: str) -> None:
+    def __init__(self, upstream_url: str, ssl_context: ssl.SSLContext | None = None) -> None:
+        """With `ssl_context`, clients speak TLS to it (https URL) and it forwards plain bytes upstream."""
         host_port = upstream_url.split("://", 1)[-1].rstrip("/")
         host, _, port = host_port.rpartition(":")
         self.upstream = (host, int(port))
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.ssl_context = ssl_context
+        self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
         self.connections = 0
         self._server: StreamServer | None = None
         self._pipes: set[gevent.Greenlet] = set()
@@ -35,7 +38,8 @@ class TcpProxy:
 
     def start(self) -> None:
         if self._server is None:
-            server = StreamServer(("127.0.0.1", self.port), self._handle)
+            tls = {} if self.ssl_context is None else {"ssl_context": self.ssl_context}
+            server = StreamServer(("127.0.0.1", self.port), self._handle, **tls)
             server.start()  # SO_REUSEADDR is on, so the same port binds again right away
             self._server = server
 
