@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import botocore.exceptions
@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.test_sqs_wire import RawServer, credentials, http_reply, raw_server  # noqa: F401
 from tests.support import Queue, count_messages, wait_until
-from tests.support.faults import INTERNAL_ERROR, THROTTLED, FaultySqs, aws_error
+from tests.support.faults import INTERNAL_ERROR, THROTTLED, FaultySqs, aws_error, faulty_sqs_fixture  # noqa: F401
 from tests.support.http_app import Reply
 from workerless_gevent.batching import RETRY_CAP_SECONDS
 from workerless_gevent.config import QueueConfig
@@ -91,15 +91,7 @@ def test_a_deadline_stops_retries_that_would_end_after_it(raw_server: Callable[.
     assert len(server.requests) == 1
 
 
-# ------------------------------------------------------------------ settlements through a faulty SQS
-
-
-@pytest.fixture
-def faulty(moto_endpoint: str) -> Iterator[FaultySqs]:
-    proxy = FaultySqs(moto_endpoint)
-    proxy.up()
-    yield proxy
-    proxy.down()
+# ------------------------------------------------------------------ settlements through a faulty_sqs SQS
 
 
 def queue_on(proxy: FaultySqs, queue: Queue, registry: Registry, **settings: Any) -> SqsQueue:
@@ -135,25 +127,25 @@ def fail_next(proxy: FaultySqs, action: str, times: int, reply: Reply | Callable
 
 
 def test_a_throttled_delete_batch_is_retried_until_it_lands(
-    faulty: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
 ) -> None:
     queue, registry = make_queue(), Registry()
-    sqs_q = queue_on(faulty, queue, registry, visibility_timeout=60)
+    sqs_q = queue_on(faulty_sqs, queue, registry, visibility_timeout=60)
     messages = receive(sqs_q, sqs, queue, 5)
-    fail_next(faulty, "DeleteMessageBatch", 5, THROTTLED)  # more than one call's 3 attempts
+    fail_next(faulty_sqs, "DeleteMessageBatch", 5, THROTTLED)  # more than one call's 3 attempts
     for message in messages:
         sqs_q.delete(message)
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="throttled deletes never landed")
     wait_until(lambda: sqs_q.pending_count() == 0, 10, message="entries left pending")
-    assert faulty.faulted_count("DeleteMessageBatch") == 5
+    assert faulty_sqs.faulted_count("DeleteMessageBatch") == 5
     assert registry.total("DeleteFailed") == 0
 
 
 def test_retryable_entry_failures_and_entries_the_answer_leaves_out_are_retried(
-    faulty: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
 ) -> None:
     queue, registry = make_queue(), Registry()
-    sqs_q = queue_on(faulty, queue, registry, visibility_timeout=60)
+    sqs_q = queue_on(faulty_sqs, queue, registry, visibility_timeout=60)
     messages = receive(sqs_q, sqs, queue, 3)
 
     def partial(params: dict[str, Any]) -> Reply:  # entry 0 failed on SQS's side, entry 1 missing, 2 "done"
@@ -163,7 +155,7 @@ def test_retryable_entry_failures_and_entries_the_answer_leaves_out_are_retried(
                            {"Id": "99", "Code": "InternalError", "SenderFault": False, "Message": "not ours"}]}
         return 200, JSON, json.dumps(body).encode()
 
-    fail_next(faulty, "ChangeMessageVisibilityBatch", 1, partial)
+    fail_next(faulty_sqs, "ChangeMessageVisibilityBatch", 1, partial)
     for message in messages:
         sqs_q.change_visibility(message, 0)
     wait_until(lambda: sqs_q.pending_count() == 0, 20, message="retries never finished")
@@ -175,12 +167,12 @@ def test_retryable_entry_failures_and_entries_the_answer_leaves_out_are_retried(
 @pytest.mark.parametrize("body", [b"not json at all", b'{"Successful": "yes", "Failed": 7}', b"[1, 2]"],
                          ids=["not-json", "wrong-shapes", "not-an-object"])
 def test_an_answer_nobody_expected_costs_a_retry_not_the_flusher(
-    faulty: FaultySqs, sqs: Any, make_queue: Callable[..., Queue], body: bytes,
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue], body: bytes,
 ) -> None:
     queue, registry = make_queue(), Registry()
-    sqs_q = queue_on(faulty, queue, registry, visibility_timeout=60)
+    sqs_q = queue_on(faulty_sqs, queue, registry, visibility_timeout=60)
     first, second = receive(sqs_q, sqs, queue, 2)
-    fail_next(faulty, "DeleteMessageBatch", 4, (200, JSON, body))
+    fail_next(faulty_sqs, "DeleteMessageBatch", 4, (200, JSON, body))
     sqs_q.delete(first)
     wait_until(lambda: count_messages(sqs, queue.url) == 1, 30, message="the delete never landed")
     sqs_q.delete(second)  # the flusher still works afterwards
@@ -189,29 +181,29 @@ def test_an_answer_nobody_expected_costs_a_retry_not_the_flusher(
 
 
 def test_a_delete_that_keeps_failing_is_given_up_at_its_deadline_logged_and_counted(
-    faulty: FaultySqs, sqs: Any, make_queue: Callable[..., Queue], caplog: pytest.LogCaptureFixture,
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue], caplog: pytest.LogCaptureFixture,
 ) -> None:
     queue, registry = make_queue(), Registry()
-    sqs_q = queue_on(faulty, queue, registry, visibility_timeout=3)
+    sqs_q = queue_on(faulty_sqs, queue, registry, visibility_timeout=3)
     (message,) = receive(sqs_q, sqs, queue, 1)
-    faulty.fail(INTERNAL_ERROR, ("DeleteMessageBatch",))
+    faulty_sqs.fail(INTERNAL_ERROR, ("DeleteMessageBatch",))
     started = time.monotonic()
     sqs_q.delete(message)
     wait_until(lambda: registry.total("DeleteFailed", queue.name) == 1, 30, message="never given up")
     # the message's visibility (3 s, at least 5 s of retries) bounds the retries, give or take one cap
     assert time.monotonic() - started < 5 + RETRY_CAP_SECONDS + 3 * 2
     assert sqs_q.pending_count() == 0
-    assert faulty.faulted_count("DeleteMessageBatch") >= 2
+    assert faulty_sqs.faulted_count("DeleteMessageBatch") >= 2
     assert f"message={message.message_id}" in caplog.text and "SQS will deliver them again" in caplog.text
 
 
 def test_a_queue_that_is_gone_is_given_up_at_once(
-    faulty: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
 ) -> None:
     queue, registry = make_queue(), Registry()
-    sqs_q = queue_on(faulty, queue, registry, visibility_timeout=60)
+    sqs_q = queue_on(faulty_sqs, queue, registry, visibility_timeout=60)
     (message,) = receive(sqs_q, sqs, queue, 1)
-    faulty.fail(aws_error(400, "AWS.SimpleQueueService.NonExistentQueue", "gone"), ("DeleteMessageBatch",))
+    faulty_sqs.fail(aws_error(400, "AWS.SimpleQueueService.NonExistentQueue", "gone"), ("DeleteMessageBatch",))
     sqs_q.delete(message)
     wait_until(lambda: registry.total("DeleteFailed", queue.name) == 1, 10, message="not given up")
-    assert faulty.faulted_count("DeleteMessageBatch") == 1  # a sender fault is not repeated
+    assert faulty_sqs.faulted_count("DeleteMessageBatch") == 1  # a sender fault is not repeated
