@@ -19,7 +19,7 @@ from .cloudwatch import MetricsFlusher
 from .config import Config, HttpTargetConfig
 from .handler import Handler
 from .heartbeat import Leases
-from .metrics import Registry
+from .metrics import OVERALL, Registry
 from .ordering import STRATEGIES
 from .periodic import build_scheduler
 from .poller import Poller, QueueState, Work
@@ -125,6 +125,7 @@ class Daemon:
             try:
                 work = self.take_work()
             except Exception:
+                self.registry.count(OVERALL, "InternalErrors")
                 logger.error("taking work failed unexpectedly; trying again in 1s", exc_info=True)
                 self.stopping.wait(1.0)
                 continue
@@ -133,6 +134,7 @@ class Daemon:
             try:
                 self.deliver(work)
             except Exception:
+                self.registry.count(OVERALL, "InternalErrors")
                 logger.error("queue=%s delivery failed unexpectedly", work.state.queue.name, exc_info=True)
                 self.abandon(work)
 
