@@ -4,6 +4,7 @@ message's own deadline, and never given up without a log line and a count."""
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+import gevent.pool
 
 from .aws import AWS_ERRORS, describe_error, error_code
 from .message import Message
@@ -52,7 +54,7 @@ class Batcher:
     land in order (and moto loses deletes that race on one queue)."""
 
     def __init__(self, queue_name: str, kind: str, send: Callable[[list[BatchEntry]], dict[str, Any]],
-                 count: Count, rng: random.Random) -> None:
+                 count: Count, rng: random.Random, max_in_flight: int = 1) -> None:
         self.queue_name = queue_name
         self.kind = kind
         self.send = send
@@ -61,6 +63,9 @@ class Batcher:
         self.pending: list[BatchEntry] = []
         self.retrying: list[BatchEntry] = []
         self.flusher: gevent.Greenlet | None = None
+        # Calls on their way at once: on a real network a call takes milliseconds, and one at a time
+        # would cap a queue at 10 deletes per round trip.
+        self.senders = gevent.pool.Pool(max_in_flight)
         self.is_full = gevent.event.Event()
         self.has_new = gevent.event.Event()
         self.is_draining = False
@@ -74,7 +79,11 @@ class Batcher:
         self._ensure_flusher()
 
     def left(self) -> int:
-        return len(self.pending) + len(self.retrying)
+        return len(self.pending) + len(self.retrying) + self.sending
+
+    @property
+    def sending(self) -> int:
+        return len(self.senders)
 
     def drain(self) -> gevent.Greenlet | None:
         """At stop: send what is pending without waiting for fuller batches; the flusher to wait for."""
@@ -92,19 +101,23 @@ class Batcher:
     def _flush(self) -> None:
         """The flusher: ends when nothing is left; an unexpected error costs a retry, not the loop."""
         try:
-            while self.pending or self.retrying:
+            while self.pending or self.retrying or self.sending:
                 chunk = self._next_chunk()
-                if not chunk:
-                    continue
-                try:
-                    self._send(chunk)
-                except Exception as error:  # a bug or an answer we never expected: try the chunk again later
-                    self.count(OVERALL, "InternalErrors")
-                    logger.error("queue=%s %s batch of %d raised unexpectedly; trying it again",
-                                 self.queue_name, self.kind, len(chunk), exc_info=True)
-                    self._retry_later(chunk, f"{type(error).__name__}: {error}")
+                if chunk:
+                    self.senders.spawn(self._send_guarded, chunk)  # waits while max_in_flight are on their way
         finally:
             self.flusher = None
+
+    def _send_guarded(self, chunk: list[BatchEntry]) -> None:
+        try:
+            self._send(chunk)
+        except Exception as error:  # a bug or an answer we never expected: try the chunk again later
+            self.count(OVERALL, "InternalErrors")
+            logger.error("queue=%s %s batch of %d raised unexpectedly; trying it again",
+                         self.queue_name, self.kind, len(chunk), exc_info=True)
+            self._retry_later(chunk, f"{type(error).__name__}: {error}")
+        finally:
+            self.has_new.set()  # the flusher may be waiting for this call to end
 
     def _next_chunk(self) -> list[BatchEntry]:
         """Up to 10 entries due now, retries first; waits a little for a fuller batch of fresh ones."""
@@ -112,7 +125,8 @@ class Batcher:
         due = [entry for entry in self.retrying if entry.not_before <= now]
         if not due and not self.pending:
             self.has_new.clear()
-            self.has_new.wait(min(entry.not_before for entry in self.retrying) - now)
+            soonest = min((entry.not_before for entry in self.retrying), default=math.inf)
+            self.has_new.wait(None if soonest == math.inf else soonest - now)  # or until a call ends
             return []
         if not due and len(self.pending) < BATCH_SIZE and not self.is_draining:
             self.is_full.clear()

@@ -20,6 +20,7 @@ from .sqs_wire import SqsWire
 logger = logging.getLogger(__name__)
 
 KINDS = ("visibility", "delete")
+DELETES_IN_FLIGHT = 32  # enough for 3,200 deletes a second per queue at a 100 ms round trip
 FLUSH_JOIN_SECONDS = 5.0  # at stop, how long batches already on their way (and their retries) may take
 
 
@@ -38,7 +39,10 @@ class SqsQueue:
         self.count = count
         self.has_redrive_policy = False
         rng = rng or random.Random()
-        self.batchers = {"delete": Batcher(self.name, "delete", self._delete_batch, count, rng),
+        # Deletes go out several at once; visibility changes one call at a time, so that the changes of
+        # one message land in the order they were made.
+        self.batchers = {"delete": Batcher(self.name, "delete", self._delete_batch, count, rng,
+                                           max_in_flight=DELETES_IN_FLIGHT),
                          "visibility": Batcher(self.name, "visibility", self._change_visibility_batch, count, rng)}
 
     def receive(self, max_messages: int, wait_seconds: int) -> list[Message]:
