@@ -42,9 +42,17 @@ class Claims:
                                    ExpressionAttributeNames={"#slot": KEY})
         except botocore.exceptions.ClientError as error:
             if error_code(error) == "ConditionalCheckFailedException":
-                return False
+                # A retry of our own write whose answer was lost fails the condition too: the claim is
+                # ours if the item names us.
+                return self.owner_of(slot) == self.owner
             raise
         return True
+
+    def owner_of(self, slot: str) -> str | None:
+        item = self.dynamodb.get_item(TableName=self.table_name, Key={KEY: {"S": slot}}, ConsistentRead=True,
+                                      ProjectionExpression="#owner", ExpressionAttributeNames={"#owner": "owner"})
+        owner = item.get("Item", {}).get("owner", {}).get("S")
+        return str(owner) if owner is not None else None
 
     def wait_for_table(self, stopping: gevent.event.Event, timeout_seconds: float = 120.0) -> bool:
         """Create the table if it is missing and wait until it is ACTIVE; False if stopping first."""

@@ -176,7 +176,9 @@ def build_scheduler(config: Config, clients: Clients, queues: dict[str, Any], rn
         return None
     claims = None
     if periodic.claims_table is not None:
-        owner = f"{socket.gethostname()}/{os.getpid()}"
+        # Unique per run: a restarted container keeps its hostname and PID 1, and must not take its
+        # predecessor's claim for its own.
+        owner = f"{socket.gethostname()}/{os.getpid()}/{rng.getrandbits(32):08x}"
         claims = Claims(clients.dynamodb, periodic.claims_table, owner)
     queue = queues[periodic.queue]
     return Scheduler(periodic.tasks, queue, periodic.queue.endswith(".fifo"), claims, time.time, rng)

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 CREDENTIAL_CODES = ("SignatureDoesNotMatch", "InvalidClientTokenId", "RequestExpired", "InvalidSignatureException",
                     "AccessDenied", "AccessDeniedException", "ExpiredToken", "UnrecognizedClientException")
 
+MAX_BACKOFF_SECONDS = 10.0  # a failing queue is tried again at least this often: it heals within that
 MAX_RECEIVES_PER_QUEUE = 32  # 320 messages per round trip: 6,400 a second at 50 ms
 AHEAD_PER_SLOT = 4  # the most deliveries per slot that receives ahead count on during one round trip
 # A queue whose receives keep failing is logged at WARNING when it starts, after these many seconds
@@ -53,6 +54,7 @@ class QueueState:
     watcher: gevent.Greenlet | None = None
     busy_groups: set[str] = field(default_factory=set)
     failures: int = 0  # failed long polls in a row
+    short_failures: int = 0  # failed short receives in a row
     failing_since: float | None = None  # time.monotonic() of the first of the receive failures in a row
     warnings_logged: int = 0  # WARNING lines about the current run of failures
     last_error: str = ""  # of the latest failed receive
@@ -200,15 +202,24 @@ class Poller:
 
     def _receive_now(self, state: QueueState) -> None:
         started = time.monotonic()
+        failed = False
         try:
             messages = self._receive(state, 0)
             state.receive_seconds = moving_average(state.receive_seconds, time.monotonic() - started)
             self._note_success(state)
+            state.short_failures = 0
         except AWS_ERRORS as error:
-            log = logger.warning if state.failing_since is None else logger.debug
+            # One failure (after the wire's own retries) on a busy queue is a blip: keep receiving. Two in a
+            # row hand the queue to its watcher, which backs off.
+            failed = True
+            state.short_failures += 1
             state.last_error = describe_error(error)
-            log("queue=%s receive failed, watching it instead: %s", state.queue.name, state.last_error)
-            state.failing_since = state.failing_since or time.monotonic()
+            if state.short_failures == 1:
+                logger.info("queue=%s receive failed, trying again: %s", state.queue.name, state.last_error)
+            else:
+                log = logger.warning if state.failing_since is None else logger.debug
+                log("queue=%s receive failed, watching it instead: %s", state.queue.name, state.last_error)
+                state.failing_since = state.failing_since or time.monotonic()
             messages = []
         except Exception:  # the watcher takes over, with its backoff
             self.count(OVERALL, "InternalErrors")
@@ -223,7 +234,7 @@ class Poller:
             state.receive_width = min(MAX_RECEIVES_PER_QUEUE, state.receive_width * 2)
         else:
             state.receive_width = max(1, state.receive_width // 2) if messages else 1
-        if not messages:
+        if not messages and not (failed and state.short_failures == 1):
             state.is_ready = False  # no more receives on it; the last one in flight decides what next
         if not state.receiving and not state.is_ready and state.watcher is None:
             if state.buffer:
@@ -267,13 +278,13 @@ class Poller:
                 self.stopping.wait(self.sleep_seconds)
 
     def _back_off(self, state: QueueState, error: BaseException) -> None:
-        # Full jitter between 1 s and a cap that doubles up to 30 s: a dead endpoint is never hot-looped.
+        # Full jitter between 1 s and a cap that doubles up to 10 s: a dead endpoint is never hot-looped.
         state.failures += 1
         now = time.monotonic()
         state.failing_since = state.failing_since or now
         failing_seconds = now - state.failing_since
         state.last_error = describe_error(error)
-        seconds = self.rng.uniform(1.0, min(30.0, 2.0 ** min(state.failures, 5)))
+        seconds = self.rng.uniform(1.0, min(MAX_BACKOFF_SECONDS, 2.0 ** min(state.failures, 5)))
         if state.failures == 1 and error_code(error).endswith(CREDENTIAL_CODES):
             logger.error("queue=%s receive refused: %s. Check the credentials, and the clock: SQS rejects "
                          "requests signed more than 5 minutes off. Retrying in %.1fs",

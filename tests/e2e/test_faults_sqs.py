@@ -31,8 +31,9 @@ from tests.support.faults import (  # noqa: F401 (fixtures)
     metric_total,
     sqs_env_fixture,
 )
+from workerless_gevent.poller import MAX_BACKOFF_SECONDS
 
-FAILURES_BEFORE_HEALING = 4  # the 4th back-off waits at most 16 s, so recovery stays quick
+FAILURES_BEFORE_HEALING = 4  # the 4th back-off waits at most 10 s, so recovery stays quick
 
 
 def start_daemon(daemon: Callable[..., Daemon], tmp_path: Path, env: dict[str, str], app: FaultyApp,
@@ -62,7 +63,7 @@ def assert_jittered_backoff(proc: Daemon, queue: Queue, at_least: int) -> list[A
 
     seen = wait_until(logged, 60, message=lambda: f"fewer than {at_least} back-offs logged:\n{proc.output()[-3000:]}")
     for backoff in seen:
-        cap = min(30.0, 2.0 ** min(backoff.failures, 5))
+        cap = min(MAX_BACKOFF_SECONDS, 2.0 ** min(backoff.failures, 5))
         assert 1.0 <= backoff.seconds <= cap + 0.05, backoff
     # consecutive failures are at least the chosen wait apart: no hot loop, whatever botocore does
     for earlier, later in pairwise(seen):
