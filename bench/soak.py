@@ -3,6 +3,7 @@
 
     python bench/soak.py                        100,000 messages (about 5 minutes at the default rate)
     python bench/soak.py --messages=20000       a shorter run
+    python bench/soak.py --sqs-faults=0.2       the same with 20 % of SQS calls failing (below)
 
 Everything runs on 127.0.0.1: fauxqs (started with bench/harness.py's launcher), a sink in this
 process that answers 10 % of deliveries with 500 at random, and bin/workerless, which gets SIGKILL
@@ -17,9 +18,18 @@ answered 2xx and the queue is empty (or at `--timeout`), then reports:
 - RSS of each daemon after warm-up and at its end (from /proc), and overall;
 - every daemon's exit: SIGTERM must give exit 0.
 
+With `--sqs-faults=SHARE` the daemon reaches fauxqs through `bench/sqs_chaos.py`, a proxy that gives
+SHARE of every call a running daemon makes (ReceiveMessage, DeleteMessageBatch,
+ChangeMessageVisibilityBatch, sends) a fault drawn with the seed: a throttle, a 500 or 503, a
+connection reset before forwarding or after it (the call took effect, the daemon saw it fail), or a
+stall of 0.5-2 s then forwarded or reset. The feeder still sends straight to fauxqs. The report
+adds the proxy's requests and faults by action and kind. `--no-kills` keeps one daemon for the
+whole run, so RSS at the start and at the end are those of one process under faults.
+
 Options: --messages=N --rate=N (0 = load everything first) --failure-rate=F --concurrency=N
 --sink-delay-ms=MS --visibility-timeout=S --min-restart=S --max-restart=S --warmup=S --seed=N
---timeout=S --daemon-arg=ARG (repeatable, e.g. --daemon-arg=--log-level=DEBUG) --json=PATH (default bench/results/soak-latest.json).
+--timeout=S --daemon-arg=ARG (repeatable, e.g. --daemon-arg=--log-level=DEBUG) --json=PATH (default bench/results/soak-latest.json)
+--sqs-faults=SHARE (0 = no proxy) --sqs-fault-actions=A,B,... --no-kills.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness
 from harness import RESULTS, ROOT, Sqs, Worker, log, proc_status_kb, unique, worker_env
+from sqs_chaos import RUNTIME_ACTIONS, SqsChaos
 
 # ---------------------------------------------------------------- the sink: an app that fails 10 %
 
@@ -227,6 +238,10 @@ class Soak:
         self.fauxqs = harness.NodeService("fauxqs", "fauxqs_server.mjs")
         self.sqs = Sqs(self.fauxqs.url)
         self.url = self.sqs.create(self.run_id)
+        # The daemon's endpoint: fauxqs itself, or the fault proxy in front of it.
+        self.chaos = SqsChaos(self.fauxqs.port, share=options.sqs_faults, seed=options.seed,
+                              actions=tuple(options.sqs_fault_actions.split(","))) if options.sqs_faults else None
+        self.endpoint = self.chaos.url if self.chaos is not None else self.fauxqs.url
         self.ledger = Ledger(options.failure_rate, options.seed)
         self.sink = Sink(self.ledger, options.sink_delay_ms, options.seed)
         self.config = soak_config(RESULTS / "conf" / f"{self.run_id}.toml", self.run_id, self.sink.url,
@@ -238,6 +253,8 @@ class Soak:
             if life.worker is not None and life.worker.poll() is None:
                 life.worker.kill()
         self.sink.stop()
+        if self.chaos is not None:
+            self.chaos.stop()
         self.sqs.delete(self.url)
         self.fauxqs.stop()
 
@@ -245,7 +262,7 @@ class Soak:
         index = len(self.lives)
         label = f"{self.run_id}-{index}"
         argv = [sys.executable, str(ROOT / "bin" / "workerless"), "-c", str(self.config), *self.options.daemon_arg]
-        worker = Worker("daemon", label, argv, worker_env(self.fauxqs.url)).start()
+        worker = Worker("daemon", label, argv, worker_env(self.endpoint)).start()
         worker.wait_started(timeout=60)
         life = Life(index, label, time.monotonic(), delivered_at_start=self.ledger.delivered(), worker=worker)
         self.lives.append(life)
@@ -291,7 +308,7 @@ class Soak:
         started = time.monotonic()
         feeder.start()
         life = self.start_life()
-        next_signal = time.monotonic() + self.rng.uniform(options.min_restart, options.max_restart)
+        next_signal = self.next_signal_at()
         last_report = time.monotonic()
         deadline = started + options.timeout
         while True:
@@ -311,9 +328,10 @@ class Soak:
                 continue
             if now - last_report >= 10:
                 last_report = now
+                faults = f", sqs faults {self.chaos.report()['faults_total']}" if self.chaos is not None else ""
                 log(f"soak: {now - started:5.0f}s fed {feeder.sent}/{options.messages}, "
                     f"succeeded {self.ledger.delivered()}, restarts {len(self.lives) - 1}, "
-                    f"rss {life.rss_end_kb} kB")
+                    f"rss {life.rss_end_kb} kB{faults}")
             if self.is_done(feeder) or now > deadline:
                 break
             if now >= next_signal:
@@ -321,10 +339,15 @@ class Soak:
                 self.end_life(life, how)
                 log(f"soak: {life.label} {how} after {life.seconds:.0f}s -> exit {life.exit_code}")
                 life = self.start_life()
-                next_signal = time.monotonic() + self.rng.uniform(options.min_restart, options.max_restart)
+                next_signal = self.next_signal_at()
         finished = time.monotonic()
         self.end_life(life, "final SIGTERM")
         return self.report(started, finished, feeder)
+
+    def next_signal_at(self) -> float:
+        if not self.options.kills:
+            return float("inf")
+        return time.monotonic() + self.rng.uniform(self.options.min_restart, self.options.max_restart)
 
     def report(self, started: float, finished: float, feeder: Feeder) -> dict[str, Any]:
         options = self.options
@@ -350,6 +373,7 @@ class Soak:
             "rss_end_kb": end,
             "rss_end_vs_start": round(end / warm, 3) if warm and end else None,
             "rss_growth_within_a_life_max": round(max(ratios), 3) if ratios else None,
+            "sqs_faults": self.chaos.report() if self.chaos is not None else None,
             "settings": {key: value for key, value in vars(options).items() if key != "json"},
             "lives": [{name: getattr(life, name) for name in LIFE_FIELDS} for life in lives],
         }
@@ -367,6 +391,12 @@ def print_summary(result: dict[str, Any]) -> None:
         f"{result['rss_growth_within_a_life_max']}")
     log(f"  every SIGTERM exited 0: {result['sigterm_exit_codes_all_0']} "
         f"(slowest stop {result['sigterm_stop_seconds_max']:.1f}s)")
+    faults = result.get("sqs_faults")
+    if faults:
+        log(f"  SQS faults: {faults['faults_total']} of {sum(faults['requests'].values())} requests "
+            f"(share {faults['share']}); requests {faults['requests']}")
+        for action, kinds in faults["faults"].items():
+            log(f"    {action}: {kinds}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -383,6 +413,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--daemon-arg", action="append", default=[], help="extra bin/workerless argument")
+    parser.add_argument("--sqs-faults", type=float, default=0.0,
+                        help="share of the daemon's SQS calls that fail (0: no fault proxy)")
+    parser.add_argument("--sqs-fault-actions", default=",".join(RUNTIME_ACTIONS),
+                        help="comma-separated SQS actions that get faults (default: every call a running daemon makes)")
+    parser.add_argument("--kills", action=argparse.BooleanOptionalAction, default=True,
+                        help="SIGKILL/SIGTERM and restart the daemon every --min-restart to --max-restart s")
     parser.add_argument("--json", type=Path, default=RESULTS / "soak-latest.json")
     return parser.parse_args(argv)
 

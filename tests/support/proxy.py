@@ -63,12 +63,22 @@ class CountingProxy(RecordingServer):
         action, params = action_of(headers, body, query)
         record = ProxiedRequest(action, params, arrived)
         self.requests.append(record)
-        path = environ.get("PATH_INFO", "/") + (f"?{query}" if query else "")
-        forward = {k: v for k, v in headers.items() if k not in HOP_BY_HOP}
-        # 20 s long polls plus slack: the proxy must never be what times out first
         delay = self.delays.get(action, 0.0)
         if delay:
             gevent.sleep(delay)
+        try:
+            status, out, answer = self.forward(environ, headers, body)
+        finally:
+            record.ended = time.monotonic()
+        record.status = status
+        return status, out, answer
+
+    def forward(self, environ: dict[str, Any], headers: Any, body: bytes) -> Reply:
+        """Send the request upstream unchanged (hop-by-hop headers aside); moto's answer, or a 502."""
+        query = environ.get("QUERY_STRING", "")
+        path = environ.get("PATH_INFO", "/") + (f"?{query}" if query else "")
+        forward = {k: v for k, v in headers.items() if k not in HOP_BY_HOP}
+        # 20 s long polls plus slack: the proxy must never be what times out first
         connection = http.client.HTTPConnection(self._host, self._port, timeout=120)
         try:
             connection.request(environ["REQUEST_METHOD"], path, body=body, headers=forward)
@@ -81,8 +91,6 @@ class CountingProxy(RecordingServer):
             status, out, answer = 502, {"Content-Type": "text/plain"}, repr(error).encode()
         finally:
             connection.close()
-            record.ended = time.monotonic()
-        record.status = status
         return status, out, answer
 
     def count(self, action: str | None = None, since: float = 0.0, until: float = float("inf")) -> int:
