@@ -14,6 +14,9 @@ It installs fauxqs (npm) into bench/node_modules if missing, starts fauxqs, the 
 (bench/sqs_proxy.mjs); runs the real bin/workerless and the plain baseline (bench/baseline.py) as
 subprocesses, interleaved run by run so machine noise hits both alike; prints a table and writes
 JSON. Figures are the median of the runs, with min and max. See BENCHMARKS.md.
+
+fauxqs answers at once unless FAUXQS_DELAY_MS=D is set in the environment: then every answer to
+the workers comes D ms later (bench/fauxqs_server.mjs). The runner's own setup calls never wait.
 """
 
 from __future__ import annotations
@@ -65,9 +68,9 @@ class Bench:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         harness.ensure_fauxqs()
-        self.fauxqs = harness.NodeService("fauxqs", "fauxqs_server.mjs")
+        self.fauxqs = harness.Fauxqs()
         self.sink = Sink()
-        self.sqs = Sqs(self.fauxqs.url)
+        self.sqs = Sqs(self.fauxqs.direct_url)  # setup never waits for the round trip the workers get
         self._proxy: Proxy | None = None
         self.workers: list[Worker] = []
 
@@ -130,6 +133,8 @@ class Bench:
             code = worker.stop()
         stats = self.sink.stats()  # after the exit, so the last answers of a slow sink are in
         self.sqs.delete(url)
+        by_action = self.fauxqs.requests(name)  # the worker's own requests, counted by fauxqs
+        self.fauxqs.forget(name)
         delivered = stats["count"]
         if delivered < messages:
             raise RuntimeError(f"{label}: only {delivered}/{messages} delivered (exit {code}); "
@@ -153,6 +158,9 @@ class Bench:
             "peak_rss_mb": worker.peak_rss_mb(),
             "sink_max_in_flight": stats["max_in_flight"],
             "sink_mean_held_ms": stats["mean_held_ms"],
+            "sqs_requests": sum(by_action.values()),
+            "sqs_requests_per_msg": sum(by_action.values()) / max(1, delivered),
+            "sqs_by_action": by_action,
             "exit_code": code,
         }
 
