@@ -209,6 +209,13 @@ class Sqs:
         except Exception:  # noqa: BLE001 - cleanup only
             pass
 
+    def left(self, url: str) -> int:
+        """Messages still in the queue, visible or not (fauxqs's counts are exact): received but never deleted."""
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                 "ApproximateNumberOfMessagesDelayed"]
+        attributes = self.client.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return sum(int(attributes.get(name, 0)) for name in names)
+
     def send_batch(self, url: str, first: int, count: int, tag: str) -> float:
         entries = [{"Id": str(i), "MessageBody": body(first + i, tag),
                     "MessageAttributes": {"kind": {"DataType": "String", "StringValue": tag}}}
