@@ -2,7 +2,7 @@
 """The workerless benchmark: one command, everything on 127.0.0.1.
 
     python bench/run.py            full run: every scenario, 3 runs each, then a py-spy profile
-    python bench/run.py --quick    smoke run: every scenario once, with few messages (about 1 min)
+    python bench/run.py --quick    smoke run: every scenario once, with few messages (about 2 min)
 
 Options: --runs=N, --only=NAME[,NAME] (throughput, components, slow_sink, requests, idle, wake, memory,
 priority, latency), --no-profile, --strict (exit 1 on a missed target), --daemon-bin=PATH (measure another
