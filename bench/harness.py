@@ -63,7 +63,8 @@ class NodeService:
         self.process = subprocess.Popen(["node", str(BENCH / script), *args], cwd=BENCH,
                                         stdout=subprocess.PIPE, stderr=self.stderr)
         line = self._read_line(timeout=30)
-        self.port = int(json.loads(line)["port"])
+        self.info = json.loads(line)
+        self.port = int(self.info["port"])
         self.url = f"http://127.0.0.1:{self.port}"
 
     def _read_line(self, timeout: float) -> str:
@@ -112,6 +113,34 @@ class JsonHttp:
         return None
 
 
+class Fauxqs(NodeService):
+    """fauxqs on two ports (bench/fauxqs_server.mjs): `url` for the measured workers, delayed by the
+    round trip time set with set_delay (0 unless FAUXQS_DELAY_MS is set) and counted by queue, and
+    `direct_url` for the runner's own setup, never delayed."""
+
+    def __init__(self) -> None:
+        super().__init__("fauxqs", "fauxqs_server.mjs")
+        self.direct_port = int(self.info["direct_port"])
+        self.direct_url = f"http://127.0.0.1:{self.direct_port}"
+        self.control = JsonHttp(self.direct_port)
+        self.default_delay_ms = float(self.stats()["delay_ms"])
+
+    def set_delay(self, ms: float) -> dict[str, Any]:
+        """Round trip added to every answer on `url` from now on (half before handling, half after)."""
+        return self.control.call("POST", f"/_bench/delay?ms={ms}")
+
+    def stats(self, queue: str | None = None) -> dict[str, Any]:
+        """{delay_ms, delayed, mean_added_ms, counts: {queue: {action: n}}} of the measured port."""
+        return self.control.call("GET", "/_bench/stats" + (f"?queue={queue}" if queue else ""))
+
+    def requests(self, queue: str) -> dict[str, int]:
+        """Requests the workers made on `url` for one queue, by action (GetQueueUrl by QueueName)."""
+        return self.stats(queue)["counts"].get(queue, {})
+
+    def forget(self, queue: str) -> None:
+        self.control.call("POST", f"/_bench/forget?queue={queue}")
+
+
 class Sink(NodeService):
     def __init__(self) -> None:
         super().__init__("sink", "sink.mjs")
@@ -158,7 +187,7 @@ class Proxy(NodeService):
 
 
 class Sqs:
-    """The runner's own boto3 client, straight to fauxqs (never through the proxy)."""
+    """The runner's own boto3 client, straight to fauxqs's direct port (never delayed, never through the proxy)."""
 
     def __init__(self, endpoint: str) -> None:
         import boto3
@@ -179,6 +208,13 @@ class Sqs:
             self.client.delete_queue(QueueUrl=url)
         except Exception:  # noqa: BLE001 - cleanup only
             pass
+
+    def left(self, url: str) -> int:
+        """Messages still in the queue, visible or not (fauxqs's counts are exact): received but never deleted."""
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                 "ApproximateNumberOfMessagesDelayed"]
+        attributes = self.client.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return sum(int(attributes.get(name, 0)) for name in names)
 
     def send_batch(self, url: str, first: int, count: int, tag: str) -> float:
         entries = [{"Id": str(i), "MessageBody": body(first + i, tag),

@@ -2,18 +2,23 @@
 """The workerless benchmark: one command, everything on 127.0.0.1.
 
     python bench/run.py            full run: every scenario, 3 runs each, then a py-spy profile
-    python bench/run.py --quick    smoke run: every scenario once, with few messages (about 1 min)
+    python bench/run.py --quick    smoke run: every scenario once, with few messages (about 2 min)
 
 Options: --runs=N, --only=NAME[,NAME] (throughput, components, slow_sink, requests, idle, wake, memory,
-priority), --no-profile, --strict (exit 1 on a missed target), --daemon-bin=PATH (measure another
+priority, latency), --no-profile, --strict (exit 1 on a missed target), --daemon-bin=PATH (measure another
 checkout, e.g. a proposed fix), --json=PATH (default bench/results/latest.json; latest-quick.json
-with --quick, so a smoke run never overwrites the figures of a full run).
+with --quick, so a smoke run never overwrites the figures of a full run), --latency-messages=N
+(backlog of the latency scenario; default 50,000, or 5,000 with --quick).
 
 It installs fauxqs (npm) into bench/node_modules if missing, starts fauxqs, the sink
 (bench/sink.mjs) and, for the request-counting scenarios only, the counting proxy
 (bench/sqs_proxy.mjs); runs the real bin/workerless and the plain baseline (bench/baseline.py) as
 subprocesses, interleaved run by run so machine noise hits both alike; prints a table and writes
 JSON. Figures are the median of the runs, with min and max. See BENCHMARKS.md.
+
+fauxqs answers at once unless told otherwise: the latency scenario sets a round trip time of 0, 10
+and 30 ms on the port the workers use (bench/fauxqs_server.mjs); FAUXQS_DELAY_MS=D in the
+environment sets it for every other scenario. The runner's own setup calls never wait for it.
 """
 
 from __future__ import annotations
@@ -38,11 +43,15 @@ import harness  # noqa: E402
 from harness import (RESULTS, Proxy, Sink, Sqs, Worker, log, make_baseline, make_daemon,  # noqa: E402
                      unique)
 
-SCENARIOS = ("throughput", "components", "slow_sink", "requests", "idle", "wake", "memory", "priority")
+SCENARIOS = ("throughput", "components", "slow_sink", "requests", "idle", "wake", "memory", "priority", "latency")
+# What the latency scenario compares the daemon with: bench/baseline.py as it is, which is already
+# the pipelined loop of the Go peer simple-sqsd (no change was needed).
+PIPELINED_BASELINE = ("bench/baseline.py, pipelined as simple-sqsd: `concurrency` greenlets, each looping "
+                      "receive(10) -> POST each -> DeleteMessageBatch, so up to `concurrency` receives in flight")
 
 
 class Settings:
-    def __init__(self, quick: bool, runs: int | None) -> None:
+    def __init__(self, quick: bool, runs: int | None, latency_messages: int | None = None) -> None:
         self.quick = quick
         self.runs = runs or (1 if quick else 3)
         self.throughput_messages = 1000 if quick else 5000
@@ -59,15 +68,18 @@ class Settings:
         self.priority_high = 50 if quick else 200
         self.priority_delay_ms = 5
         self.priority_concurrency = 10
+        self.latency_messages = latency_messages or (5000 if quick else 50000)
+        self.latency_rtts_ms = (0, 10, 30)
+        self.latency_concurrency = 50
 
 
 class Bench:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         harness.ensure_fauxqs()
-        self.fauxqs = harness.NodeService("fauxqs", "fauxqs_server.mjs")
+        self.fauxqs = harness.Fauxqs()
         self.sink = Sink()
-        self.sqs = Sqs(self.fauxqs.url)
+        self.sqs = Sqs(self.fauxqs.direct_url)  # setup never waits for the round trip the workers get
         self._proxy: Proxy | None = None
         self.workers: list[Worker] = []
 
@@ -129,7 +141,10 @@ class Bench:
         if code is None:
             code = worker.stop()
         stats = self.sink.stats()  # after the exit, so the last answers of a slow sink are in
+        left = self.sqs.left(url)  # delivered but never deleted: SQS would deliver them again
         self.sqs.delete(url)
+        by_action = self.fauxqs.requests(name)  # the worker's own requests, counted by fauxqs
+        self.fauxqs.forget(name)
         delivered = stats["count"]
         if delivered < messages:
             raise RuntimeError(f"{label}: only {delivered}/{messages} delivered (exit {code}); "
@@ -153,6 +168,10 @@ class Bench:
             "peak_rss_mb": worker.peak_rss_mb(),
             "sink_max_in_flight": stats["max_in_flight"],
             "sink_mean_held_ms": stats["mean_held_ms"],
+            "sqs_requests": sum(by_action.values()),
+            "sqs_requests_per_msg": sum(by_action.values()) / max(1, delivered),
+            "sqs_by_action": by_action,
+            "left_in_queue": left,
             "exit_code": code,
         }
 
@@ -421,6 +440,59 @@ class Bench:
         out = summarize(runs, ("inversions", "low_between_first_and_last_high", "high_span_ms"))
         out.update(concurrency=concurrency, low=s.priority_low, high=s.priority_high,
                    sink_delay_ms=s.priority_delay_ms)
+        return out
+
+    def latency(self) -> dict[str, Any]:
+        """Backlog throughput at c=50 when every SQS answer takes 0, 10 and 30 ms longer (fauxqs's
+        round-trip knob), daemon against the pipelined baseline, runs interleaved."""
+        s = self.settings
+        concurrency, messages, rtts = s.latency_concurrency, s.latency_messages, s.latency_rtts_ms
+        keys = ("msgs_per_s", "cpu_us_per_msg", "cpu_share_of_one_core", "peak_rss_mb", "sqs_requests_per_msg",
+                "sqs_mean_added_ms", "left_in_queue", "fauxqs_cpu_us_per_msg", "sink_cpu_us_per_msg")
+        runs: dict[int, dict[str, list]] = {rtt: {"daemon": [], "baseline": []} for rtt in rtts}
+        try:
+            if not s.quick:  # as in throughput: the first backlogs after fauxqs and the sink start run slower
+                self.fauxqs.set_delay(0)
+                for kind in ("daemon", "baseline"):
+                    self.backlog_run(kind, f"lat-{kind}-warmup", concurrency=concurrency,
+                                     messages=min(5000, messages // 2), delay_ms=0)
+            for index in range(s.runs):
+                for rtt in rtts:
+                    for kind in ("daemon", "baseline"):
+                        self.fauxqs.set_delay(rtt)  # also resets its measure of the delay actually added
+                        began = time.monotonic()
+                        result = self.backlog_run(kind, f"lat-rtt{rtt}-{kind}-{index}", concurrency=concurrency,
+                                                  messages=messages, delay_ms=0)
+                        result["sqs_mean_added_ms"] = self.fauxqs.stats()["mean_added_ms"] or 0.0
+                        result["seconds_with_setup"] = time.monotonic() - began
+                        log(f"  latency rtt={rtt}ms {kind} run {index + 1}: {result['msgs_per_s']:.0f} msg/s, "
+                            f"{result['cpu_us_per_msg']:.0f} us CPU/msg ({result['cpu_share_of_one_core']:.0%} of a "
+                            f"core), {result['peak_rss_mb']:.1f} MB, {result['sqs_requests_per_msg']:.3f} SQS "
+                            f"requests/msg, round trip added {result['sqs_mean_added_ms']:.1f} ms, "
+                            f"{result['left_in_queue']} left undeleted at exit "
+                            f"({result['seconds_with_setup']:.0f} s with the backlog load)")
+                        runs[rtt][kind].append(result)
+        finally:
+            self.fauxqs.set_delay(self.fauxqs.default_delay_ms)
+        out: dict[str, Any] = {"concurrency": concurrency, "messages": messages, "rtts_ms": list(rtts),
+                               "baseline": PIPELINED_BASELINE}
+        for rtt in rtts:
+            out[f"rtt{rtt}"] = summarize(runs[rtt], keys)
+            out[f"rtt{rtt}"]["by_action_last_run"] = {kind: runs[rtt][kind][-1]["sqs_by_action"] for kind in
+                                                      ("daemon", "baseline")}
+
+        def paired(over: list[dict[str, Any]], under: list[dict[str, Any]]) -> dict[str, Any]:
+            """Ratios of msgs/s run by run (run i against run i, taken minutes apart at most)."""
+            return spread([a["msgs_per_s"] / b["msgs_per_s"] for a, b in zip(over, under)
+                           if a["msgs_per_s"] and b["msgs_per_s"]])
+
+        ratios: dict[str, Any] = {}
+        for rtt in rtts[1:]:
+            for kind in ("daemon", "baseline"):
+                ratios[f"{kind}_rtt{rtt}_over_rtt0"] = paired(runs[rtt][kind], runs[0][kind])
+        for rtt in rtts:
+            ratios[f"daemon_over_baseline_rtt{rtt}"] = paired(runs[rtt]["daemon"], runs[rtt]["baseline"])
+        out["ratios"] = ratios
         return out
 
     # ------------------------------------------------------------ profile
@@ -717,6 +789,21 @@ def target_checks(results: dict[str, Any]) -> list[dict[str, Any]]:
     if "priority" in scenario:
         value = scenario["priority"]["daemon"]["inversions"]["max"]
         check("priority inversions under load, c=10 (worst run)", value, "0", lambda v: v == 0)
+    if "latency" in scenario:
+        ratios = scenario["latency"]["ratios"]
+        for rtt, limit in ((10, 0.90), (30, 0.75)):
+            value = ratios.get(f"daemon_rtt{rtt}_over_rtt0", {}).get("median")
+            check(f"latency: daemon msgs/s at {rtt} ms SQS round trip / at 0 ms, c=50", value, f">= {limit:.2f}",
+                  lambda v, m=limit: v >= m)
+        value = ratios.get("daemon_over_baseline_rtt10", {}).get("median")
+        check("latency: daemon / pipelined baseline msgs/s at 10 ms SQS round trip, c=50", value, ">= 1.2x",
+              lambda v: v >= 1.2)
+        # Not a target of its own, but a rate reached with deletes left behind is not the rate of finished
+        # work: SQS would deliver every message left in the queue again.
+        value = max((scenario["latency"][f"rtt{rtt}"]["daemon"]["left_in_queue"]["max"] or 0)
+                    for rtt in scenario["latency"]["rtts_ms"])
+        check("latency: messages the daemon left undeleted at exit (worst run, any round trip)", value, "0",
+              lambda v: v == 0)
     return checks
 
 
@@ -795,6 +882,26 @@ def table_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     if "priority" in scenario:
         add("priority inversions (c=10)", scenario["priority"], "inversions", 0)
         add("  low starts between first/last high", scenario["priority"], "low_between_first_and_last_high", 0)
+    if "latency" in scenario:
+        latency = scenario["latency"]
+        c = latency["concurrency"]
+        for rtt in latency["rtts_ms"]:
+            block = latency[f"rtt{rtt}"]
+            add(f"latency SQS RTT {rtt}ms c={c}: msgs/s", block, "msgs_per_s", 0)
+            add(f"  RTT {rtt}ms: CPU us/msg", block, "cpu_us_per_msg", 0)
+            add(f"  RTT {rtt}ms: peak RSS MB", block, "peak_rss_mb")
+            add(f"  RTT {rtt}ms: SQS requests/msg", block, "sqs_requests_per_msg", 3)
+            add(f"  RTT {rtt}ms: messages left undeleted at exit", block, "left_in_queue", 0)
+            if rtt:
+                add(f"  RTT {rtt}ms: round trip fauxqs added, ms", block, "sqs_mean_added_ms", 1)
+        ratios = latency["ratios"]
+        for rtt in latency["rtts_ms"][1:]:
+            rows.append((f"latency: msgs/s at RTT {rtt}ms / at 0ms (paired runs)",
+                         cell(ratios[f"daemon_rtt{rtt}_over_rtt0"], 3), cell(ratios[f"baseline_rtt{rtt}_over_rtt0"], 3),
+                         ""))
+        for rtt in latency["rtts_ms"]:
+            rows.append((f"latency: daemon / baseline at RTT {rtt}ms (paired runs)",
+                         cell(ratios[f"daemon_over_baseline_rtt{rtt}"], 2), "", ""))
     return rows
 
 
@@ -806,8 +913,10 @@ def print_report(results: dict[str, Any]) -> None:
         print("  ".join(text.ljust(width) for text, width in zip(row, widths)).rstrip())
         if index == 0:
             print("  ".join("-" * width for width in widths))
+    if "latency" in results["scenarios"]:
+        print(f"\nlatency: the baseline is {results['scenarios']['latency']['baseline']}")
     if results.get("targets"):
-        print("\ntargets (issue 6):")
+        print("\ntargets:")
         for item in results["targets"]:
             verdict = {True: "PASS", False: "MISS", None: "n/a"}[item["pass"]]
             print(f"  {verdict:4}  {item['target']}: {fmt(item['value'], 3)} (target {item['limit']})")
@@ -836,8 +945,10 @@ def main() -> int:
     parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profile")
     parser.add_argument("--json", help="where to write the results (default bench/results/latest.json, "
                                        "or latest-quick.json with --quick)")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a target of issue 6 is missed")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--daemon-bin", help="bin/workerless of another checkout, e.g. to try a fix")
+    parser.add_argument("--latency-messages", type=int,
+                        help="backlog of each latency run (default 50000, or 5000 with --quick)")
     args = parser.parse_args()
     if args.daemon_bin:
         harness.DAEMON_BIN = Path(args.daemon_bin).resolve()
@@ -845,7 +956,7 @@ def main() -> int:
     unknown = [name for name in chosen if name not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(unknown)}")
-    settings = Settings(args.quick, args.runs)
+    settings = Settings(args.quick, args.runs, args.latency_messages)
     if args.json is None:
         args.json = str(RESULTS / ("latest-quick.json" if args.quick else "latest.json"))
     RESULTS.mkdir(parents=True, exist_ok=True)
