@@ -140,7 +140,7 @@ def test_2000_messages_through_20_percent_sqs_faults_lose_nothing(
     # makes gets 20 % faults of every kind, stalls of 1-2 s.
     chaos.set(share=0.2, kinds=KINDS, actions=SQS_RUNTIME_ACTIONS, stall=(1.0, 2.0))
     proc = daemon(["-c", str(main_config)], env=env)
-    dlq_proc = daemon(["-c", str(dlq_config), "--log-level=DEBUG"], env=env)
+    dlq_proc = daemon(["-c", str(dlq_config), "--log-level=DEBUG"], env=env)  # its log explains a failure
     url, dlq_url = status_url(proc, timeout=60), status_url(dlq_proc, timeout=60)
     proc.wait_for_output("workerless started", timeout=60)
     dlq_proc.wait_for_output("workerless started", timeout=60)
@@ -149,9 +149,11 @@ def test_2000_messages_through_20_percent_sqs_faults_lose_nothing(
     started = time.monotonic()
     feeder = gevent.spawn(feed, sqs, main, bodies, faulty_app, 100)
     expected = {body.encode() for body in bodies}
-    wait_until(lambda: feeder.dead and expected <= set(faulty_app.succeeded_bodies()), 150, interval=0.2,
-               message=lambda: f"{len(expected - set(faulty_app.succeeded_bodies()))} bodies never answered 2xx; "
-                               f"feeder {feeder.exception!r}; log:\n{proc.output()[-3000:]}")
+    wait_until(lambda: feeder.dead and expected <= set(faulty_app.succeeded_bodies()), 240, interval=0.2,
+               message=lambda: f"{sorted(expected - set(faulty_app.succeeded_bodies()))[:10]} never answered 2xx; "
+                               f"feeder {feeder.exception!r}; main {depth(sqs, main)}, dead letters "
+                               f"{depth(sqs, dead_letters)}; main log:\n{proc.output()[-3000:]}\n"
+                               f"dead-letter daemon log:\n{dlq_proc.output()[-6000:]}")
     feeder.get()
     delivered_after = time.monotonic() - started
     # Deletes still being retried must land, and anything whose delete was given up comes back after
