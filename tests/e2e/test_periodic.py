@@ -127,8 +127,11 @@ def test_two_daemons_sharing_a_claims_table_deliver_each_slot_once(
     """Over 3+ minutes, with one daemon restarted midway: every minute's slot is POSTed exactly once."""
     queue = make_queue()
     config = periodic_config(tmp_path, queue, http_app, claims_table)
-    started = datetime.now(timezone.utc)
     first, second = (daemon(["-c", str(config)], env=aws_env) for _ in range(2))
+    for proc in (first, second):
+        proc.wait_for_output("periodic:", timeout=60)
+    # Counted from when both schedule (a slow start may cross a minute; the slot before it is not theirs).
+    started = datetime.now(timezone.utc)
     first_slot = minute_floor(started)
     end = first_slot + timedelta(minutes=4)  # at least three full minutes after the start
     expected = [iso(first_slot + timedelta(minutes=i)) for i in range(5)]

@@ -84,7 +84,7 @@ def test_http_app_records_a_post(http_app: HttpApp) -> None:
 
 def test_http_app_reply_and_delay_overlap(http_app: HttpApp) -> None:
     http_app.respond = lambda req: (503, {"Retry-After": "7"}, b"busy")
-    http_app.delay = 0.2
+    http_app.delay = 1.0  # long enough that all five are held at once even on a busy machine
 
     def post() -> tuple[int, str | None]:
         request = urllib.request.Request(http_app.url + "/", data=b"x", method="POST")

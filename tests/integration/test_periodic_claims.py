@@ -10,6 +10,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+import gevent.lock
 
 from tests.integration.helpers import build_sqs_queue
 from tests.support import MotoServer, Queue, receive_all
@@ -27,8 +28,18 @@ def sqs_queue(sqs: Any, queue: Queue) -> SqsQueue:
     return build_sqs_queue(sqs, queue, lambda queue_name, metric: None)
 
 
+MOTO_WRITES = gevent.lock.Semaphore()
+
+
 def claims(moto_server: MotoServer, table: str, owner: str) -> Claims:
-    return Claims(moto_server.client("dynamodb"), table, owner)
+    """Claims on moto, whose conditional PutItem is not atomic across its server threads (two racers
+    both win a slot now and then on a busy machine; DynamoDB itself never lets them): the racers' writes
+    reach moto one at a time, while the race between the schedulers stays as it is."""
+    client = moto_server.client("dynamodb")
+    client.meta.events.register("before-call.dynamodb.PutItem", lambda **kwargs: MOTO_WRITES.acquire() and None)  # None: go on with the call
+    for event in ("after-call.dynamodb.PutItem", "after-call-error.dynamodb.PutItem"):
+        client.meta.events.register(event, lambda **kwargs: MOTO_WRITES.release())
+    return Claims(client, table, owner)
 
 
 def receive_cron_messages(sqs: Any, url: str) -> list[dict[str, Any]]:
