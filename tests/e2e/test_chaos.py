@@ -25,6 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.helpers import http_get, send_batch
+from tests.support.config_file import EVERY_MINUTE_CRON
 from tests.support import (
     Daemon,
     FakeLambda,
@@ -323,13 +324,6 @@ def test_a_30s_sqs_outage_on_an_idle_daemon_is_neither_hammered_nor_flooded_and_
 # ---------------------------------------------------------------- (c) Lambda, CloudWatch and DynamoDB faults
 
 
-EVERY_MINUTE_CRON = """\
-version: 1
-cron:
- - name: "tick"
-   url: "/cron/tick"
-   schedule: "* * * * *"
-"""
 DYNAMODB_ACTIONS = ("DescribeTable", "CreateTable", "DescribeTimeToLive", "UpdateTimeToLive", "PutItem")
 LAMBDA_KINDS = ("throttle", "error", "reset", "reset_after")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.config_file import EVERY_MINUTE_CRON
 from tests.support import (
     REPO_ROOT,
     Daemon,
@@ -26,13 +27,6 @@ from tests.support import (
 )
 
 ISO_MINUTE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:00Z$")
-EVERY_MINUTE_CRON = """\
-version: 1
-cron:
- - name: "tick"
-   url: "/cron/tick"
-   schedule: "* * * * *"
-"""
 
 
 def periodic_config(tmp_path: Path, queue: Queue, app: HttpApp, claims_table: str | None) -> Path:

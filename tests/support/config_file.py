@@ -8,6 +8,16 @@ from pathlib import Path
 from typing import Any
 
 
+# A Beanstalk cron.yaml with one task that fires every minute.
+EVERY_MINUTE_CRON = """\
+version: 1
+cron:
+ - name: "tick"
+   url: "/cron/tick"
+   schedule: "* * * * *"
+"""
+
+
 def write_config(tmp_path: Path, text: str, name: str = "workerless.toml") -> Path:
     """Write a (dedented) config file under `tmp_path` and return its path."""
     path = tmp_path / name
