@@ -94,11 +94,15 @@ class Poller:
         self.finish_interval = math.inf  # moving average of the time between two deliveries ending
 
     def wait_for_work(self, free_slots: int = 1, busy_slots: int = 0) -> Work | None:
-        """Block until some queue, in a fresh strategy order, has work; None once stopping."""
+        """Block until some queue, in a fresh strategy order, has work; None once stopping.
+
+        The order is drawn once per call and kept while the slot waits: redrawing at every wake-up would
+        let a queue whose messages are on their way lose the slot to any queue with a buffer, and bend
+        the weights toward the queues that are drained least."""
+        order = self.strategy(self.states, self.tick, self.rng)
+        self.tick += 1
         while not self.stopping.is_set():
             self.wake.clear()
-            order = self.strategy(self.states, self.tick, self.rng)
-            self.tick += 1
             pause_seconds = [state.is_paused() for state in order]
             for state, paused in zip(order, pause_seconds):
                 if paused > 0:
