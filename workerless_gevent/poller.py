@@ -33,7 +33,7 @@ CREDENTIAL_CODES = ("SignatureDoesNotMatch", "InvalidClientTokenId", "RequestExp
 
 MAX_BACKOFF_SECONDS = 10.0  # a failing queue is tried again at least this often: it heals within that
 MAX_RECEIVES_PER_QUEUE = 32  # 320 messages per round trip: 6,400 a second at 50 ms
-AHEAD_PER_SLOT = 4  # the most deliveries per slot that receives ahead count on during one round trip
+AHEAD_PER_SLOT = 8  # the most deliveries per slot that receives ahead count on during one round trip
 # A queue whose receives keep failing is logged at WARNING when it starts, after these many seconds
 # of failing, then every REPEAT_WARNING_SECONDS: never silent, never a flood.
 WARN_AFTER_SECONDS = (60.0, 300.0)
