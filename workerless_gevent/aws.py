@@ -26,10 +26,10 @@ class Clients:
     sqs_wire: SqsWire | None = None  # the hot SQS calls without botocore's client (None: use `sqs`)
 
 
-def build_clients(config: Config, region: str | None = None) -> Clients:
-    """One session, one client per service, in the region the CLI resolved (`region.resolve_region`);
-    boto3's chain supplies credentials and endpoints."""
-    session = boto3.session.Session(profile_name=config.aws.profile, region_name=config.aws.region)
+def build_clients(config: Config, region: str | None = None, session: boto3.session.Session | None = None) -> Clients:
+    """One session (the one the CLI resolved the region with, `region.resolve_region`), one client per
+    service in that region; boto3's chain supplies credentials and endpoints."""
+    session = session or build_session(config.aws.profile)
     region = region or default_region(config, session)
     endpoint: dict[str, Any] = {"endpoint_url": config.aws.endpoint_url} if config.aws.endpoint_url else {}
     # botocore's trust for every client and the wire alike; never the system store alone, which a slim

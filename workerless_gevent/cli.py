@@ -83,13 +83,13 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         if args["send"]:
             return send(args, env)
         config = load_config(args["--config"], env, flags)
-        _, region, where = open_session(config.aws, env, config.source)
+        session, region, where = open_session(config.aws, env, config.source)
     except ConfigError as error:
         print(error.line(), file=sys.stderr)
         return ExitStatus.BAD_CONFIG
     if args["check"]:
-        return check(config, args["--online"], region, where)
-    return run(config, region, where)
+        return check(config, args["--online"], session, region, where)
+    return run(config, session, region, where)
 
 
 def describe_usage_error(arguments: Sequence[str]) -> str:
@@ -168,14 +168,14 @@ def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str) -> tuple[A
     return (session, *resolve_region(aws, env, session, origin))
 
 
-def run(config: Config, region: str, where: str) -> int:
+def run(config: Config, session: Any, region: str, where: str) -> int:
     from .aws import build_clients
     from .daemon import Daemon
     from .metrics import Registry
 
     configure_logging(config.log_format, config.log_level)
     try:
-        clients = build_clients(config, region)
+        clients = build_clients(config, region, session)
         # Resolving every queue at construction doubles as the credentials and endpoint check.
         daemon = Daemon(config, clients, Registry(), random.Random())
     except StartupError as error:
@@ -189,7 +189,7 @@ def run(config: Config, region: str, where: str) -> int:
         return ExitStatus.ERROR
 
 
-def check(config: Config, online: bool, region: str, where: str) -> int:
+def check(config: Config, online: bool, session: Any, region: str, where: str) -> int:
     effective = asdict(config)
     for target in effective["targets"].values():
         if target.get("signing_secret"):
@@ -207,7 +207,7 @@ def check(config: Config, online: bool, region: str, where: str) -> int:
     from .metrics import Registry
 
     try:
-        parts = build_parts(config, build_clients(config, region), Registry(), random.Random())
+        parts = build_parts(config, build_clients(config, region, session), Registry(), random.Random())
     except StartupError as error:
         print(f"workerless: {error}", file=sys.stderr)
         return ExitStatus.ERROR

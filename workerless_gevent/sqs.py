@@ -19,7 +19,6 @@ from .sqs_wire import SqsWire
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("visibility", "delete")
 DELETES_IN_FLIGHT = 32  # enough for 3,200 deletes a second per queue at a 100 ms round trip
 FLUSH_JOIN_SECONDS = 5.0  # at stop, how long batches already on their way (and their retries) may take
 

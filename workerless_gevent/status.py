@@ -23,8 +23,8 @@ from .status_page import render_page
 logger = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 20  # an operator's browser and a scraper, not a public service
-MAX_LISTED_MESSAGES = 500
-WATCH_SECONDS = 2.0  # keeps /status and the page small at high concurrency
+MAX_LISTED_MESSAGES = 500  # keeps /status and the page small at high concurrency
+WATCH_SECONDS = 2.0  # how often the server's accept loop is checked
 StartResponse = Callable[..., Any]
 # The classic text format, which every Prometheus version scrapes (the library defaults to 1.0.0).
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
