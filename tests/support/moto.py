@@ -99,7 +99,7 @@ class MotoInvocation:
 
 
 class MotoServer:
-    """`python -m moto.server` on a free 127.0.0.1 port, with docker-free Lambda switched on."""
+    """moto's server (SQS calls made atomic, `moto_main.py`) on a free 127.0.0.1 port, docker-free Lambda on."""
 
     def __init__(self, workdir: Path) -> None:
         self.port = free_port()
@@ -113,7 +113,7 @@ class MotoServer:
         env["MOTO_RECORDER_FILEPATH"] = str(self.recording_path)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                [sys.executable, "-P", str(Path(__file__).with_name("moto_main.py")), "-H", "127.0.0.1", "-p", str(self.port)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -1,0 +1,62 @@
+"""moto's server with its SQS state guarded; run as `python -P moto_main.py -H HOST -p PORT`.
+
+(-P keeps this folder off sys.path: its moto.py is not moto.)
+
+moto 5.2 serves each request on its own thread but its SQS backend takes no lock: two
+concurrent ReceiveMessage calls can both see a message as visible and both hand it out, and a
+receive that copies `pending_message_groups` while a delete changes it fails with "Set changed
+size during iteration" (checked by experiment: 8 threads receiving 1,500 messages in process
+were handed 2 duplicates). Real SQS does neither on this scale, and the tests count duplicates,
+so every SQS backend call runs under one lock here. A long poll waits outside the lock and tries
+again, as moto's own loop does, so other calls go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from typing import Any, Callable
+
+from moto.server import main
+from moto.sqs.models import SQSBackend
+
+GUARD = threading.RLock()
+POLL_SECONDS = 0.05  # the shortest wait between two tries of a long poll that found nothing
+
+
+def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with GUARD:
+            return method(*args, **kwargs)
+    return call
+
+
+def guarded_receive(receive: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(receive)
+    def call(self: SQSBackend, queue_name: str, count: int, wait_seconds_timeout: int,
+             visibility_timeout: int, message_attribute_names: list[str] | None = None) -> Any:
+        deadline = time.monotonic() + (wait_seconds_timeout or 0)
+        while True:
+            started = time.monotonic()
+            with GUARD:
+                messages = receive(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
+                queue = self.get_queue(queue_name)
+            left = deadline - time.monotonic()
+            if messages or left <= 0:
+                return messages
+            queue.wait_for_messages(min(1.0, left))  # wakes when a message is sent
+            spent = time.monotonic() - started
+            if spent < POLL_SECONDS:  # visible messages none of which may be handed out (FIFO groups)
+                time.sleep(min(POLL_SECONDS - spent, max(0.0, deadline - time.monotonic())))
+    return call
+
+
+for name, member in list(vars(SQSBackend).items()):
+    if callable(member) and not name.startswith("_") and name != "receive_message":
+        setattr(SQSBackend, name, guarded(member))
+SQSBackend.receive_message = guarded_receive(SQSBackend.receive_message)  # type: ignore[method-assign]
+
+if __name__ == "__main__":
+    main()
