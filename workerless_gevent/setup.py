@@ -11,7 +11,6 @@ from .config import Config, HttpTargetConfig, QueueConfig
 from .errors import StartupError
 from .metrics import Registry
 from .sqs import SqsQueue
-from .sqs_wire import SqsWire
 from .targets import QueueInfo, Target
 from .targets.aws_lambda import LambdaTarget
 from .targets.http import HttpTarget
@@ -25,14 +24,14 @@ class Parts:
     queue_infos: dict[str, QueueInfo]
 
 
-def resolve_queue(sqs: Any, config: QueueConfig, registry: Registry, wire: SqsWire | None = None) -> SqsQueue:
+def resolve_queue(sqs: Any, config: QueueConfig, registry: Registry) -> SqsQueue:
     """Find a queue's URL and ARN once at start; an unknown queue is a startup error, not a loop."""
     try:
         url = config.url or sqs.get_queue_url(QueueName=config.name)["QueueUrl"]
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn", "RedrivePolicy"])["Attributes"]
     except AWS_ERRORS as error:
         raise StartupError(f"queue {config.name}: {describe_error(error)}") from None
-    queue = SqsQueue(sqs, config, url, attributes["QueueArn"], registry.count, wire)
+    queue = SqsQueue(sqs, config, url, attributes["QueueArn"], registry.count)
     queue.has_redrive_policy = bool(attributes.get("RedrivePolicy"))
     return queue
 
@@ -53,12 +52,12 @@ def dead_letter_warnings(config: Config, queues: dict[str, SqsQueue] | None = No
 
 
 def build_parts(config: Config, clients: Clients, registry: Registry, rng: random.Random) -> Parts:
-    queues = {queue.name: resolve_queue(clients.sqs, queue, registry, clients.sqs_wire) for queue in config.queues}
+    queues = {queue.name: resolve_queue(clients.sqs, queue, registry) for queue in config.queues}
     dead_letter_queues = {}
     for queue in config.queues:
         if queue.dead_letter_queue:
             dlq_config = QueueConfig(name=queue.dead_letter_queue)
-            dead_letter_queues[queue.name] = resolve_queue(clients.sqs, dlq_config, registry, clients.sqs_wire)
+            dead_letter_queues[queue.name] = resolve_queue(clients.sqs, dlq_config, registry)
     targets: dict[str, Target] = {}
     for name, target_config in config.targets.items():
         if isinstance(target_config, HttpTargetConfig):

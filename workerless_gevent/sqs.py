@@ -29,7 +29,7 @@ class SqsQueue:
     def __init__(self, sqs: Any, config: QueueConfig, url: str, arn: str, count: Callable[[str, str], None],
                  wire: SqsWire | None = None, rng: random.Random | None = None) -> None:
         self.sqs = sqs
-        # receive, delete and visibility batches: an sqs_wire.SqsWire when given, else the boto3 client
+        # every call (receive, batches, send): an sqs_wire.SqsWire when given, else the boto3 client
         self.hot: Any = sqs if wire is None else wire
         self.config = config
         self.name = config.name
@@ -83,7 +83,7 @@ class SqsQueue:
 
     def send(self, body: str, attributes: dict[str, Any], **extra: Any) -> None:
         self.count(self.name, "SqsRequests")
-        self.sqs.send_message(QueueUrl=self.url, MessageBody=body, MessageAttributes=attributes, **extra)
+        self.hot.send_message(QueueUrl=self.url, MessageBody=body, MessageAttributes=attributes, **extra)
 
     def pending_count(self) -> int:
         return sum(batcher.left() for batcher in self.batchers.values())

@@ -1,12 +1,14 @@
-"""The three hot SQS calls without botocore's client: AWS JSON 1.0 over `http_wire`.
+"""The daemon's SQS calls without botocore's client: AWS JSON 1.0 over `http_wire`.
 
 ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch are nearly all of the daemon's
 SQS traffic, and a botocore client call costs 1-2 ms of CPU (parameter validation, event hooks,
-model-driven serializing and parsing). `SqsWire` builds the JSON body itself, signs it with
+model-driven serializing and parsing). The start-up calls (GetQueueUrl, GetQueueAttributes) and the
+rare SendMessage (dead letters, periodic tasks) go the same way, so that the daemon never builds a
+botocore SQS client: one costs about 10 MB and 100 ms, mostly botocore's endpoint data. `SqsWire` builds the JSON body itself, signs it with
 `sigv4.Signer` (botocore's signature, with the session's refreshable credentials), sends it on
 one `http_wire.Connections` pool to the client's endpoint, and parses the answer with `json.loads`.
 
-It stands in for the boto3 client on those three methods only, with the same keyword arguments
+It stands in for the boto3 client on those methods only, with the same keyword arguments
 and the same result shapes: binary message attributes come back as bytes, as botocore decodes
 them. Errors keep botocore's types so callers need not know which path ran: an error answer
 raises `ClientError` (the client's modeled subclass when known) with a botocore-shaped response,
@@ -106,6 +108,23 @@ class SqsWire:
         if messages is not None:
             response["Messages"] = [parse_message(raw) for raw in messages if isinstance(raw, dict)]
         return response
+
+    def send_message(self, *, QueueUrl: str, MessageBody: str, **optional: Any) -> dict[str, Any]:
+        """Optional members as botocore names them (MessageAttributes, DelaySeconds, MessageGroupId, ...)."""
+        params: dict[str, Any] = {"QueueUrl": QueueUrl, "MessageBody": MessageBody}
+        for key, value in optional.items():
+            if value is not None:
+                params[key] = encode_attributes(value) if key == "MessageAttributes" else value
+        return self.call("SendMessage", params)
+
+    def get_queue_url(self, *, QueueName: str, QueueOwnerAWSAccountId: str | None = None) -> dict[str, Any]:
+        params = {"QueueName": QueueName}
+        if QueueOwnerAWSAccountId is not None:
+            params["QueueOwnerAWSAccountId"] = QueueOwnerAWSAccountId
+        return self.call("GetQueueUrl", params)
+
+    def get_queue_attributes(self, *, QueueUrl: str, AttributeNames: list[str]) -> dict[str, Any]:
+        return self.call("GetQueueAttributes", {"QueueUrl": QueueUrl, "AttributeNames": AttributeNames})
 
     def delete_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
         return self.call("DeleteMessageBatch", {"QueueUrl": QueueUrl, "Entries": Entries})
@@ -211,6 +230,20 @@ def parse_attribute_value(raw: dict[str, Any]) -> dict[str, Any]:
     if "BinaryListValues" in value:
         value["BinaryListValues"] = [base64.b64decode(item) for item in value["BinaryListValues"]]
     return value
+
+
+def encode_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """Message attributes as the JSON protocol carries them: binary values in base64, as botocore sends them."""
+    encoded = {}
+    for name, value in attributes.items():
+        value = dict(value)
+        if isinstance(value.get("BinaryValue"), (bytes, bytearray)):
+            value["BinaryValue"] = base64.b64encode(value["BinaryValue"]).decode("ascii")
+        if "BinaryListValues" in value:
+            value["BinaryListValues"] = [base64.b64encode(item).decode("ascii") if isinstance(item, (bytes, bytearray))
+                                         else item for item in value["BinaryListValues"]]
+        encoded[name] = value
+    return encoded
 
 
 def proxy_for(endpoint_url: str) -> str | None:

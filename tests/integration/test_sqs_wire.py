@@ -7,6 +7,7 @@ Every result is compared with what the boto3 client returns for the same call, s
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 import hashlib
 import hmac
 import json
@@ -452,7 +453,12 @@ def daemon_config(**aws: Any) -> Config:
                   targets={"default": HttpTargetConfig(name="default", url="http://127.0.0.1:9/")})
 
 
-def test_build_clients_aims_the_wire_where_the_sqs_client_goes(
+def wire_of(clients: Any) -> SqsWire:
+    assert isinstance(clients.sqs, SqsWire), clients.sqs
+    return clients.sqs
+
+
+def test_build_clients_aims_the_wire_where_a_boto3_sqs_client_would_go(
     moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch, sqs: Any, make_queue: Callable[..., Queue]
 ) -> None:
     queue = make_queue()
@@ -460,27 +466,54 @@ def test_build_clients_aims_the_wire_where_the_sqs_client_goes(
     dead = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", dead)
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", moto_server.url)  # the service-specific one wins
-    clients = build_clients(daemon_config())
-    assert clients.sqs_wire is not None
-    assert clients.sqs_wire.endpoint_url == clients.sqs.meta.endpoint_url == moto_server.url
-    assert clients.sqs_wire.region == clients.sqs.meta.region_name == "us-east-1"
-    elsewhere = build_clients(daemon_config(region="eu-central-1")).sqs_wire
-    assert elsewhere is not None and elsewhere.region == "eu-central-1"
-    response = clients.sqs_wire.receive_message(QueueUrl=queue.url, VisibilityTimeout=0)
+    wire = wire_of(build_clients(daemon_config()))
+    client = boto3.session.Session().client("sqs", region_name="us-east-1")
+    assert wire.endpoint_url == client.meta.endpoint_url == moto_server.url
+    assert wire.region == client.meta.region_name == "us-east-1"
+    elsewhere = wire_of(build_clients(daemon_config(region="eu-central-1")))
+    assert elsewhere.region == "eu-central-1"
+    response = wire.receive_message(QueueUrl=queue.url, VisibilityTimeout=0)
     assert [m["Body"] for m in response["Messages"]] == ["routed"]
+    assert wire.get_queue_url(QueueName=queue.name)["QueueUrl"] == queue.url
     monkeypatch.delenv("AWS_ENDPOINT_URL_SQS")
-    default = build_clients(daemon_config()).sqs_wire
-    assert default is not None and default.endpoint_url == dead
+    assert wire_of(build_clients(daemon_config())).endpoint_url == dead
     configured = build_clients(daemon_config(endpoint_url=moto_server.url))  # [aws] endpoint_url
-    assert configured.sqs_wire is not None and configured.sqs_wire.endpoint_url == moto_server.url
+    assert wire_of(configured).endpoint_url == moto_server.url
 
 
-def test_behind_a_proxy_the_hot_calls_stay_on_boto3(monkeypatch: pytest.MonkeyPatch, moto_server: MotoServer) -> None:
+def test_behind_a_proxy_or_on_fips_endpoints_sqs_stays_on_boto3(monkeypatch: pytest.MonkeyPatch,
+                                                                 moto_server: MotoServer) -> None:
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
     monkeypatch.setenv("NO_PROXY", "")
-    assert build_clients(daemon_config()).sqs_wire is None
+    assert not isinstance(build_clients(daemon_config()).sqs, SqsWire)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    assert build_clients(daemon_config()).sqs_wire is not None
+    assert isinstance(build_clients(daemon_config()).sqs, SqsWire)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_SQS", raising=False)
+    monkeypatch.setenv("AWS_USE_FIPS_ENDPOINT", "true")
+    fips = build_clients(daemon_config(region="us-east-1")).sqs
+    assert not isinstance(fips, SqsWire) and fips.meta.endpoint_url == "https://sqs-fips.us-east-1.amazonaws.com"
+
+
+def test_send_and_attributes_on_the_wire_match_boto3(sqs: Any, make_queue: Callable[..., Queue]) -> None:
+    queue = make_queue()
+    wire = SqsWire(sqs.meta.endpoint_url, "us-east-1", credentials(), concurrency=2, read_timeout=10)
+    attributes = {"text": {"DataType": "String", "StringValue": "é"},
+                  "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xffraw"}}
+    sent = wire.send_message(QueueUrl=queue.url, MessageBody="via the wire", MessageAttributes=attributes,
+                             DelaySeconds=0)
+    (message,) = sqs.receive_message(QueueUrl=queue.url, MessageAttributeNames=["All"])["Messages"]
+    assert message["MessageId"] == sent["MessageId"] and message["Body"] == "via the wire"
+    assert message["MessageAttributes"]["blob"]["BinaryValue"] == b"\x00\xffraw"
+    assert message["MessageAttributes"]["text"]["StringValue"] == "é"
+    found = wire.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["QueueArn"])["Attributes"]
+    assert found == sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["QueueArn"])["Attributes"]
+    with pytest.raises(botocore.exceptions.ClientError) as raised:
+        wire.get_queue_url(QueueName="no-such-queue-here")
+    with pytest.raises(botocore.exceptions.ClientError) as expected:
+        sqs.get_queue_url(QueueName="no-such-queue-here")
+    assert raised.value.response["Error"]["Code"] == expected.value.response["Error"]["Code"]
+    wire.close()
 
 
 def test_sqs_queue_on_the_wire_batches_and_counts_stale_receipts(
@@ -559,17 +592,20 @@ def test_the_wire_trusts_botocores_bundle_not_the_system_store(monkeypatch: pyte
     monkeypatch.setenv("AWS_ENDPOINT_URL", "https://sqs.example.test")
 
     def trusted(clients: Any) -> set[str]:
-        context = clients.sqs_wire.http.tls
+        context = wire_of(clients).http.tls
         return {cert["serialNumber"] for cert in context.get_ca_certs()}
 
     default = build_clients(daemon_config(region="us-east-1"))
     bundle = ssl.create_default_context(cafile=get_cert_path(True))
     assert trusted(default) == {cert["serialNumber"] for cert in bundle.get_ca_certs()} and len(trusted(default)) > 50
-    assert default.sqs.meta.config is not None and default.sqs._endpoint.http_session._verify == get_cert_path(True)
+    cloudwatch = build_clients(replace(daemon_config(region="us-east-1"), name="app")).cloudwatch
+    assert cloudwatch is not None and cloudwatch._endpoint.http_session._verify == get_cert_path(True)
     cert, _ = self_signed_certificate(tmp_path)
     ours = {cert_info["serialNumber"] for cert_info in ssl.create_default_context(cafile=str(cert)).get_ca_certs()}
     monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
     assert trusted(build_clients(daemon_config(region="us-east-1"))) == ours
     monkeypatch.delenv("AWS_CA_BUNDLE")
     configured = build_clients(daemon_config(region="us-east-1", ca_bundle=str(cert)))
-    assert trusted(configured) == ours and configured.sqs._endpoint.http_session._verify == str(cert)
+    assert trusted(configured) == ours
+    cloudwatch = build_clients(replace(daemon_config(region="us-east-1", ca_bundle=str(cert)), name="app")).cloudwatch
+    assert cloudwatch is not None and cloudwatch._endpoint.http_session._verify == str(cert)
