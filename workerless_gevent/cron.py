@@ -8,9 +8,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-import yaml
-from croniter import CroniterError, croniter
-
 from .errors import ConfigError
 from .schema import Table
 
@@ -62,6 +59,8 @@ def resolve_file(file: str, config_source: str) -> str:
 
 
 def read_cron_file(path: str, table: Table, file: str) -> tuple[PeriodicTask, ...]:
+    import yaml  # here, not at the top: PyYAML and croniter cost 20 ms of every start without periodic tasks
+
     try:
         with open(path, encoding="utf-8") as handle:
             document = yaml.safe_load(handle)
@@ -116,6 +115,8 @@ def schedule_problem(schedule: str) -> str | None:
         return None
     if len(schedule.split()) != 5:
         return "must be a crontab schedule of 5 fields: minute hour day-of-month month day-of-week"
+    from croniter import CroniterError, croniter
+
     if not croniter.is_valid(schedule):
         return "is not a valid crontab schedule"
     try:
@@ -127,6 +128,8 @@ def schedule_problem(schedule: str) -> str | None:
 
 def slots_between(schedule: str, after: datetime, until: datetime) -> Iterator[datetime]:
     """Scheduled times t with after < t <= until, in UTC, oldest first."""
+    from croniter import croniter
+
     times = croniter(schedule.strip(), after)
     while True:
         slot: datetime = times.get_next(datetime)
