@@ -148,7 +148,7 @@ def describe_usage_error(arguments: Sequence[str]) -> str:
 
 
 def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str) -> tuple[Any, str, str]:
-    """The boto3 session, region and the region's source for every command; no silent default region."""
+    """The botocore session, region and the region's source for every command; no silent default region."""
     import botocore.exceptions
 
     from .aws import build_session
@@ -232,7 +232,7 @@ def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
     aws = config.aws if config else AwsConfig()
     session, region, _ = open_session(aws, env, config.source if config else "command line")
     endpoint = {"endpoint_url": aws.endpoint_url} if aws.endpoint_url else {}
-    sqs = session.client("sqs", region_name=region, verify=trusted_ca_bundle(aws.ca_bundle, session), **endpoint)
+    sqs = session.create_client("sqs", region_name=region, verify=trusted_ca_bundle(aws.ca_bundle, session), **endpoint)
     queue = args["QUEUE"]
     body = args["BODY"] if args["BODY"] is not None else sys.stdin.read()
     try:

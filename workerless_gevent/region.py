@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-import boto3
+import botocore.session
 from botocore.utils import InstanceMetadataRegionFetcher, resolve_imds_endpoint_mode
 
 from .config import AwsConfig
@@ -27,7 +27,7 @@ REGION_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\Z")  # 
 NO_REGION = "no AWS region: set [aws] region, AWS_REGION or AWS_DEFAULT_REGION (or run on EC2/ECS)"
 
 
-def resolve_region(aws: AwsConfig, env: Mapping[str, str], session: boto3.session.Session,
+def resolve_region(aws: AwsConfig, env: Mapping[str, str], session: botocore.session.Session,
                    origin: str = "the config") -> tuple[str, str]:
     """(region, where it came from); `session` carries the profile, `origin` names the config file."""
     if aws.region:
@@ -35,8 +35,8 @@ def resolve_region(aws: AwsConfig, env: Mapping[str, str], session: boto3.sessio
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
         if env.get(name):
             return checked(env[name], name, ""), name
-    profile = session.profile_name or "default"
-    in_profile = session._session.get_scoped_config().get("region")
+    profile = session.profile or "default"
+    in_profile = session.get_scoped_config().get("region")
     if in_profile:
         return checked(str(in_profile), f"profile {profile}", "region"), f"profile {profile}"
     ecs = ecs_region(env)
@@ -85,9 +85,8 @@ def region_of_task(task: Any) -> str | None:
     return None
 
 
-def ec2_region(env: Mapping[str, str], session: boto3.session.Session) -> str | None:
+def ec2_region(env: Mapping[str, str], core: botocore.session.Session) -> str | None:
     """The instance's region from IMDS (one short attempt); AWS_EC2_METADATA_DISABLED=true skips it."""
-    core = session._session
     try:
         fetcher = InstanceMetadataRegionFetcher(
             timeout=METADATA_TIMEOUT, num_attempts=1, env=dict(env),
