@@ -15,7 +15,7 @@ import gevent
 import gevent.event
 import gevent.pool
 
-from .aws import AWS_ERRORS, describe_error, error_code
+from .errors import AWS_ERRORS, describe_error, error_code
 from .message import Message
 from .metrics import OVERALL
 from .retries import THROTTLE_CODES, TRANSIENT_CODES, retry_cost

@@ -66,7 +66,16 @@ COMMAND_OPTIONS = {"--online": "check", "--attr": "send"}  # options only one co
 REPEATABLE_OPTIONS = ("--attr",)
 
 
-def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None, early: Any = None) -> int:
+    """`early`: an aws_child.EarlyResolution started on the same command line (the entry function starts one)."""
+    try:
+        return command(argv, env, early)
+    finally:
+        if early is not None:
+            early.discard()  # unless run_with_child took its answer: then it has ended already
+
+
+def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: Any) -> int:
     env = os.environ if env is None else env
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -83,6 +92,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         if args["send"]:
             return send(args, env)
         config = load_config(args["--config"], env, flags)
+        if not args["check"] and runs_on_the_wire_alone(config):
+            return run_with_child(config, env, early)
         session, region, where = open_session(config.aws, env, config.source)
     except ConfigError as error:
         print(error.line(), file=sys.stderr)
@@ -90,6 +101,59 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if args["check"]:
         return check(config, args["--online"], session, region, where)
     return run(config, session, region, where)
+
+
+def runs_on_the_wire_alone(config: Config) -> bool:
+    """No botocore client needed: no CloudWatch metrics, no DynamoDB claims, HTTP targets only (aws_child)."""
+    from .config import HttpTargetConfig
+
+    claims = config.periodic is not None and bool(config.periodic.claims_table)
+    return not config.name and not claims and all(isinstance(t, HttpTargetConfig) for t in config.targets.values())
+
+
+def config_for_run(argv: Sequence[str], env: Mapping[str, str]) -> Config | None:
+    """The config the daemon would run with for this command line; None for another command or a bad config
+    (the daemon itself reports that)."""
+    try:
+        args = docopt(__doc__, argv=list(argv), version=__version__)
+    except (DocoptExit, SystemExit):
+        return None
+    if args["demo"] or args["send"] or args["check"]:
+        return None
+    flags = {name: args.get("--" + name.replace("_", "-")) for name in OPTION_NAMES}
+    try:
+        return load_config(args["--config"], env, flags)
+    except ConfigError:
+        return None
+
+
+def run_with_child(config: Config, env: Mapping[str, str], early: Any = None) -> int:
+    """The daemon with region, endpoint and credentials from `aws_child`, which runs while this process
+    imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
+    endpoints), the daemon resolves in-process as before. ConfigError goes up (exit 2)."""
+    from .aws_child import ChildCredentials, ChildResolution
+    from .sqs_wire import proxy_for
+
+    resolution = early or ChildResolution(config.aws, config.source)
+    from .aws import Clients, sqs_wire
+    from .daemon import Daemon  # noqa: F401  (imported while the child works)
+
+    try:
+        resolved = resolution.result()
+        if resolved is None:  # the early child read another config (a file changed meanwhile): ask again
+            resolved = ChildResolution(config.aws, config.source).result()
+    except StartupError as error:
+        configure_logging(config.log_format, config.log_level)
+        print(f"workerless: cannot start: {error}", file=sys.stderr)
+        return ExitStatus.ERROR
+    url = resolved.endpoints.get("sqs")
+    if url is None or proxy_for(url) is not None:
+        return run(config, *open_session(config.aws, env, config.source))
+    credentials = ChildCredentials(config.aws, config.source, resolved)
+    wire = sqs_wire(config, resolved.region, url, credentials if resolved.credentials else None, resolved.ca_bundle)
+    clients = Clients(sqs=wire, lambda_=None, cloudwatch=None, region=resolved.region,
+                      renew_credentials=credentials.run if resolved.expires_at is not None else None)
+    return run(config, None, resolved.region, resolved.where, clients)
 
 
 def describe_usage_error(arguments: Sequence[str]) -> str:
@@ -151,7 +215,7 @@ def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str) -> tuple[A
     """The botocore session, region and the region's source for every command; no silent default region."""
     import botocore.exceptions
 
-    from .aws import build_session
+    from .session import build_session
     from .region import resolve_region
 
     try:
@@ -168,14 +232,15 @@ def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str) -> tuple[A
     return (session, *resolve_region(aws, env, session, origin))
 
 
-def run(config: Config, session: Any, region: str, where: str) -> int:
+def run(config: Config, session: Any, region: str, where: str, clients: Any = None) -> int:
+    """The daemon on `clients` (aws.Clients), or on clients built from `session`."""
     from .aws import build_clients
     from .daemon import Daemon
     from .metrics import Registry
 
     configure_logging(config.log_format, config.log_level)
     try:
-        clients = build_clients(config, region, session)
+        clients = clients or build_clients(config, region, session)
         # Resolving every queue at construction doubles as the credentials and endpoint check.
         daemon = Daemon(config, clients, Registry(), random.Random())
     except StartupError as error:
@@ -220,7 +285,8 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
 
 def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
     """Enqueue one message: for operators and demos, using the config's [aws] settings if given."""
-    from .aws import AWS_ERRORS, describe_error, trusted_ca_bundle
+    from .errors import AWS_ERRORS, describe_error
+    from .session import trusted_ca_bundle
 
     attributes = {}
     for item in args["--attr"]:

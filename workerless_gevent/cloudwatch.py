@@ -11,7 +11,7 @@ from typing import Any
 import gevent
 import gevent.event
 
-from .aws import AWS_ERRORS, describe_error
+from .errors import AWS_ERRORS, describe_error
 from .metrics import COUNTERS, OVERALL, OVERALL_COUNTERS, RateSummary, Registry, Window
 
 logger = logging.getLogger(__name__)

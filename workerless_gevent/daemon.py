@@ -37,6 +37,7 @@ class Daemon:
     def __init__(self, config: Config, clients: Clients, registry: Registry, rng: random.Random) -> None:
         self.config = config
         self.registry = registry
+        self.clients = clients
         self.parts: Parts = build_parts(config, clients, registry, rng)
         self.leases = Leases(self.parts.queues)
         self.handler = Handler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases)
@@ -106,6 +107,9 @@ class Daemon:
         scheduler = self.scheduler
         if scheduler is not None:
             loops.append(("periodic scheduler", lambda: scheduler.run(self.stopping), self.stopping))
+        renew = self.clients.renew_credentials
+        if renew is not None:
+            loops.append(("credentials renewal", lambda: renew(self.stopped), self.stopped))
         return [spawn_supervised(name, loop, until, count, rng) for name, loop, until in loops]
 
     def are_loops_alive(self) -> bool:

@@ -14,10 +14,18 @@ PLUGIN_GROUP = "[gevent.plugins"  # the entry-point groups gevent announces its 
 
 
 def main() -> int:
+    import sys
+
+    early = None
+    if len(sys.argv) > 1 and sys.argv[1] not in ("check", "send", "demo", "-h", "--help", "--version"):
+        # Region and credentials resolve in a child process while this one patches and imports (aws_child).
+        from .aws_child import EarlyResolution
+
+        early = EarlyResolution(sys.argv[1:])
     patch_gevent()
     from .cli import main as run_cli
 
-    return run_cli()
+    return run_cli(early=early)
 
 
 def patch_gevent() -> None:

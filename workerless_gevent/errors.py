@@ -5,6 +5,10 @@ from __future__ import annotations
 import enum
 import json
 
+import botocore.exceptions
+
+AWS_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
+
 
 class ExitStatus(enum.IntEnum):
     """Process exit codes; part of the CLI contract."""
@@ -45,3 +49,18 @@ def format_value(value: object) -> str:
     if isinstance(value, list):
         return "a list"
     return str(value)
+
+
+def error_code(error: BaseException) -> str:
+    """The AWS error code of a botocore error, or the exception's class name."""
+    if isinstance(error, botocore.exceptions.ClientError):
+        return str(error.response.get("Error", {}).get("Code", "ClientError"))
+    return type(error).__name__
+
+
+def describe_error(error: BaseException) -> str:
+    """One line for logs: the code and the message, never a traceback."""
+    if isinstance(error, botocore.exceptions.ClientError):
+        detail = error.response.get("Error", {})
+        return f"{detail.get('Code', 'ClientError')}: {detail.get('Message', '')}".strip()
+    return f"{type(error).__name__}: {error}"

@@ -7,7 +7,7 @@ import math
 import time
 from typing import Any
 
-from .aws import AWS_ERRORS, describe_error
+from .errors import AWS_ERRORS, describe_error
 from .heartbeat import Leases
 from .message import Message
 from .metrics import Registry

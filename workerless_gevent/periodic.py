@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 import gevent.event
 
-from .aws import AWS_ERRORS, Clients, describe_error
+from .aws import Clients
+from .errors import AWS_ERRORS, describe_error
 from .claims import Claims
 from .config import Config
 from .cron import PeriodicTask, iso_slot, latest_slot, slots_between

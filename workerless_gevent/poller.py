@@ -19,7 +19,7 @@ import gevent
 import gevent.event
 import gevent.pool
 
-from .aws import AWS_ERRORS, describe_error, error_code
+from .errors import AWS_ERRORS, describe_error, error_code
 from .message import Message
 from .ordering import Strategy
 from .metrics import OVERALL

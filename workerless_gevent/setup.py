@@ -6,7 +6,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from .aws import AWS_ERRORS, Clients, describe_error
+from .aws import Clients
+from .errors import AWS_ERRORS, describe_error
 from .config import Config, HttpTargetConfig, QueueConfig
 from .errors import StartupError
 from .metrics import Registry

@@ -11,7 +11,7 @@ from typing import Any
 import botocore.exceptions
 import gevent
 
-from .aws import error_code
+from .errors import error_code
 from .batching import STALE_HANDLE_CODES, BatchEntry, Batcher
 from .config import QueueConfig
 from .message import Message

@@ -30,7 +30,8 @@ from tests.support import CountingProxy, MotoServer, Queue, count_messages, wait
 from tests.support.moto import free_port
 from tests.support.raw_http import read_request
 from tests.support.tls import self_signed_certificate
-from workerless_gevent.aws import AWS_ERRORS, build_clients, describe_error, error_code
+from workerless_gevent.aws import build_clients
+from workerless_gevent.errors import AWS_ERRORS, describe_error, error_code
 from workerless_gevent.config import AwsConfig, Config, HttpTargetConfig, QueueConfig
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry

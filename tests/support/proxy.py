@@ -29,6 +29,7 @@ class ProxiedRequest:
     started: float  # time.monotonic() when the request reached the proxy
     ended: float | None = None  # when moto's answer came back
     status: int | None = None
+    security_token: str | None = None  # the X-Amz-Security-Token the request was signed with
 
 
 def action_of(headers: Any, body: bytes, query: str) -> tuple[str, dict[str, Any]]:
@@ -61,7 +62,7 @@ class CountingProxy(RecordingServer):
         headers = headers_from_environ(environ)
         query = environ.get("QUERY_STRING", "")
         action, params = action_of(headers, body, query)
-        record = ProxiedRequest(action, params, arrived)
+        record = ProxiedRequest(action, params, arrived, security_token=headers.get("x-amz-security-token"))
         self.requests.append(record)
         delay = self.delays.get(action, 0.0)
         if delay:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from workerless_gevent.aws import build_session
+from workerless_gevent.session import build_session
 from workerless_gevent.config import AwsConfig
 from workerless_gevent.errors import ConfigError
 from workerless_gevent.region import ec2_region, ecs_region, region_of_task, resolve_region

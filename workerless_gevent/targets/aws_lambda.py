@@ -10,7 +10,7 @@ from typing import Any
 
 import botocore.exceptions
 
-from ..aws import describe_error, error_code
+from ..errors import describe_error, error_code
 from ..config import LambdaTargetConfig
 from ..message import Message
 from . import SUCCESS, Outcome, Pause, QueueInfo, Result

@@ -1,0 +1,263 @@
+"""The region, the endpoints and the credentials, resolved by botocore in a child process.
+
+botocore's session (its credential chain, config files and endpoint rules) costs the daemon about 14 MB
+of memory and a third of its start-up, and the daemon needs none of it once it knows where SQS is
+and what to sign with: every SQS call goes on our own wire. So when no botocore client is needed (no
+CloudWatch metrics, no DynamoDB claims, no Lambda target, no FIPS or dual-stack endpoint, no proxy),
+`workerless` asks a child, `python -m workerless_gevent.aws_child`, to run exactly what the daemon would
+have run itself: the region chain (`region.resolve_region`), the endpoint (`aws.service_endpoint`),
+the CA bundle and botocore's credential chain ([aws] profile, AWS_PROFILE, the environment, config and
+credentials files, SSO, assume-role, web identity, ECS and EC2 metadata, credential_process). The
+child prints one JSON line and exits. The daemon starts it before importing the rest of itself, so
+both work at once.
+
+Temporary credentials are renewed the same way, by a new child, 15 minutes before they expire
+(botocore's advisory window), then every 30 s while that fails; the current ones stay in use meanwhile.
+"""
+
+from __future__ import annotations
+
+# Only what the entry function may import before gevent patches the standard library: no socket, ssl,
+# threading or subprocess here (they are imported where used, once patched).
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    import gevent.event
+
+    from .config import AwsConfig
+
+CHILD_TIMEOUT_SECONDS = 120.0  # SSO, assume-role with a slow STS, IMDS retries: generous, never unbounded
+RENEW_BEFORE_SECONDS = 15 * 60  # botocore's advisory refresh window
+RETRY_SECONDS = 30.0
+
+
+class FrozenCredentials(NamedTuple):
+    """What `sigv4.Signer` reads, as botocore's ReadOnlyCredentials."""
+
+    access_key: str
+    secret_key: str
+    token: str | None
+
+
+class Resolved(NamedTuple):
+    region: str
+    where: str  # where the region came from
+    endpoints: dict[str, str | None]  # service -> URL; None where only a botocore client can tell
+    ca_bundle: str
+    credentials: FrozenCredentials | None  # None: botocore found none
+    expires_at: float | None  # epoch seconds; None for credentials that do not expire
+
+
+def child_command(*arguments: str) -> tuple[list[str], dict[str, str]]:
+    """The child's command line and environment: this interpreter, this copy of the package."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH"))))
+    # -P: the working directory stays off sys.path, so another copy of the package there is not the one run
+    return [sys.executable, "-P", "-m", "workerless_gevent.aws_child", *arguments], {**os.environ, "PYTHONPATH": path}
+
+
+def parse_answer(text: str, status: object) -> Resolved | None:
+    """The child's JSON line as Resolved (None: the child found the in-process path fits this run);
+    ConfigError for what botocore refused in the configuration, StartupError otherwise."""
+    from .errors import ConfigError, StartupError
+
+    try:
+        answer = json.loads(text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise StartupError(f"resolving region and credentials failed (exit status {status})") from None
+    if answer.get("skip"):
+        return None
+    if "config_error" in answer:
+        raise ConfigError(*answer["config_error"])
+    if "error" in answer:
+        raise StartupError(answer["error"])
+    found = answer["credentials"]
+    return Resolved(region=answer["region"], where=answer["where"], endpoints=answer["endpoints"],
+                    ca_bundle=answer["ca_bundle"], credentials=FrozenCredentials(*found) if found else None,
+                    expires_at=answer["expires_at"])
+
+
+class EarlyResolution:
+    """The child started first thing, before gevent is patched (so with posix_spawn and a pipe, not the
+    subprocess module that gevent patches next). It reads the same command line and environment as the
+    daemon and answers "skip" unless the run is one `aws_child` serves."""
+
+    def __init__(self, argv: list[str]) -> None:
+        command, env = child_command("--argv", json.dumps(argv))
+        read_end, write_end = os.pipe()
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, write_end, 1),
+                   (os.POSIX_SPAWN_CLOSE, write_end), (os.POSIX_SPAWN_CLOSE, read_end)]
+        self.pid = os.posix_spawn(command[0], command, env, file_actions=actions)
+        os.close(write_end)
+        self.pipe = read_end
+
+    def result(self, timeout: float = CHILD_TIMEOUT_SECONDS) -> Resolved | None:
+        import select  # gevent's once patched: waiting here lets nothing else starve
+
+        from .errors import StartupError
+
+        deadline, chunks = time.monotonic() + timeout, []
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.pipe], [], [], left)[0]:
+                    self.discard()
+                    raise StartupError(f"resolving region and credentials took more than {timeout:.0f}s")
+                chunk = os.read(self.pipe, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(self.pipe)
+        _, status = os.waitpid(self.pid, 0)
+        return parse_answer(b"".join(chunks).decode("utf-8", "replace"), os.waitstatus_to_exitcode(status))
+
+    def discard(self) -> None:
+        """Not needed after all (another command, or the in-process path): stop and reap it."""
+        try:
+            os.kill(self.pid, 9)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+class ChildResolution:
+    """One run of the child once gevent is patched (credential renewals); `result()` waits for it."""
+
+    def __init__(self, aws: AwsConfig, origin: str, services: tuple[str, ...] = ("sqs",)) -> None:
+        request = {"profile": aws.profile, "region": aws.region, "endpoint_url": aws.endpoint_url,
+                   "ca_bundle": aws.ca_bundle, "origin": origin, "services": list(services)}
+        command, env = child_command(json.dumps(request))
+        import subprocess
+
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env)
+
+    def result(self, timeout: float = CHILD_TIMEOUT_SECONDS) -> Resolved:
+        """The answer; ConfigError for what botocore refused in the configuration, StartupError otherwise."""
+        import subprocess
+
+        from .errors import StartupError
+
+        try:
+            out, _ = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.communicate()
+            raise StartupError(f"resolving region and credentials took more than {timeout:.0f}s") from None
+        resolved = parse_answer(out.decode("utf-8", "replace"), self.process.returncode)
+        if resolved is None:
+            raise StartupError("resolving region and credentials: the child skipped a plain request")
+        return resolved
+
+
+class ChildCredentials:
+    """Credentials for `sigv4.Signer`, renewed by a new child before they expire (see the module text)."""
+
+    def __init__(self, aws: AwsConfig, origin: str, resolved: Resolved) -> None:
+        self.aws, self.origin = aws, origin
+        self.frozen = resolved.credentials
+        self.expires_at = resolved.expires_at
+        self.renewals = 0
+
+    def get_frozen_credentials(self) -> FrozenCredentials | None:
+        return self.frozen
+
+    def next_renewal(self, now: float) -> float | None:
+        """Seconds until the next renewal is due; None if these credentials never expire."""
+        if self.expires_at is None:
+            return None
+        return max(0.0, self.expires_at - RENEW_BEFORE_SECONDS - now)
+
+    def renew(self) -> None:
+        import logging
+
+        from .errors import StartupError
+
+        resolved = ChildResolution(self.aws, self.origin, ()).result()
+        if resolved.credentials is None:
+            raise StartupError("botocore's credential chain found no credentials")
+        self.frozen, self.expires_at = resolved.credentials, resolved.expires_at
+        self.renewals += 1
+        logging.getLogger(__name__).info("AWS credentials renewed%s", "" if self.expires_at is None else
+                    f"; they expire in {(self.expires_at - time.time()) / 60:.0f} min")
+
+    def run(self, stopped: gevent.event.Event) -> None:
+        """The renewal loop (supervised by the daemon, so it returns only once `stopped` is set)."""
+        import logging
+
+        from .errors import ConfigError, StartupError
+
+        while not stopped.is_set():
+            due = self.next_renewal(time.time())
+            if stopped.wait(due):  # None: credentials that never expire wait for the stop
+                return
+            try:
+                self.renew()
+            except (StartupError, ConfigError) as error:
+                left = (self.expires_at or 0) - time.time()
+                logging.getLogger(__name__).warning("AWS credentials not renewed (%s); they expire in %.0f s; trying again in %.0f s",
+                               error, left, RETRY_SECONDS)
+                stopped.wait(RETRY_SECONDS)
+
+
+# ---------------------------------------------------------------- the child
+
+
+def resolve(request: dict[str, Any]) -> dict[str, Any]:
+    """What the daemon would resolve in-process with botocore, as JSON-ready values."""
+    from .cli import open_session  # the same session, region chain and one-line errors as in-process
+    from .config import AwsConfig
+    from .session import service_endpoint, trusted_ca_bundle
+
+    aws = AwsConfig(profile=request["profile"], region=request["region"], endpoint_url=request["endpoint_url"],
+                    ca_bundle=request["ca_bundle"])
+    session, region, where = open_session(aws, os.environ, request["origin"])
+    endpoints = {service: service_endpoint(session, service, region, aws.endpoint_url)
+                 for service in request["services"]}
+    credentials = session.get_credentials()
+    frozen, expires_at = None, None
+    if credentials is not None:
+        current = credentials.get_frozen_credentials()
+        frozen = [current.access_key, current.secret_key, current.token]
+        expiry = getattr(credentials, "_expiry_time", None)  # RefreshableCredentials only
+        expires_at = expiry.timestamp() if expiry is not None else None
+    return {"region": region, "where": where, "endpoints": endpoints, "credentials": frozen,
+            "expires_at": expires_at, "ca_bundle": trusted_ca_bundle(aws.ca_bundle, session)}
+
+
+def request_for_run(argv: list[str]) -> dict[str, Any] | None:
+    """What the daemon started with `argv` would resolve, if `aws_child` serves that run; else None."""
+    from .cli import config_for_run, runs_on_the_wire_alone
+
+    config = config_for_run(argv, os.environ)
+    if config is None or not runs_on_the_wire_alone(config):
+        return None
+    aws = config.aws
+    return {"profile": aws.profile, "region": aws.region, "endpoint_url": aws.endpoint_url,
+            "ca_bundle": aws.ca_bundle, "origin": config.source, "services": ["sqs"]}
+
+
+def child_main(argv: list[str]) -> int:
+    from .errors import ConfigError, describe_error
+
+    try:
+        request = request_for_run(json.loads(argv[1])) if argv[0] == "--argv" else json.loads(argv[0])
+        answer = resolve(request) if request is not None else {"skip": True}
+    except ConfigError as error:
+        value = error.value if isinstance(error.value, (str, int, float, bool, type(None))) else str(error.value)
+        answer = {"config_error": [error.source, error.key, error.problem, value]}
+    except Exception as error:  # one line for the daemon to print, never a traceback
+        answer = {"error": describe_error(error)}
+    print(json.dumps(answer), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    sys.exit(child_main(sys.argv[1:]))
