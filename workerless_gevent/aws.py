@@ -11,6 +11,7 @@ import botocore.exceptions
 from botocore.httpsession import get_cert_path
 
 from .config import Config, LambdaTargetConfig
+from .lambda_wire import LambdaWire
 from .sqs_wire import SqsWire, proxy_for
 
 AWS_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
@@ -24,6 +25,7 @@ class Clients:
     region: str
     dynamodb: Any | None = None  # only with a [periodic] claims_table
     sqs_wire: SqsWire | None = None  # the hot SQS calls without botocore's client (None: use `sqs`)
+    lambda_wire: LambdaWire | None = None  # Invoke without botocore's client (None: use `lambda_`)
 
 
 def build_clients(config: Config, region: str | None = None, session: boto3.session.Session | None = None) -> Clients:
@@ -58,7 +60,7 @@ def build_clients(config: Config, region: str | None = None, session: boto3.sess
                                       read_timeout=sqs_read_timeout, connect_timeout=5,
                                       ca_bundle=ca_bundle)
     lambda_timeouts = [t.timeout for t in config.targets.values() if isinstance(t, LambdaTargetConfig)]
-    lambda_ = None
+    lambda_ = lambda_wire = None
     if lambda_timeouts:
         lambda_ = session.client(
             "lambda",
@@ -72,6 +74,11 @@ def build_clients(config: Config, region: str | None = None, session: boto3.sess
             ),
             **endpoint,
         )
+        # Invokes go on the wire too, with the same limits, unless a proxy is in the way (as for SQS).
+        if proxy_for(lambda_.meta.endpoint_url) is None:
+            lambda_wire = LambdaWire.for_client(lambda_, session.get_credentials(), concurrency=config.concurrency + 10,
+                                                read_timeout=max(lambda_timeouts) + 10, connect_timeout=5,
+                                                ca_bundle=ca_bundle)
     cloudwatch = None
     if config.name:
         cloudwatch = session.client(
@@ -93,7 +100,7 @@ def build_clients(config: Config, region: str | None = None, session: boto3.sess
             **endpoint,
         )
     return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb,
-                   sqs_wire=sqs_wire)
+                   sqs_wire=sqs_wire, lambda_wire=lambda_wire)
 
 
 def error_code(error: BaseException) -> str:

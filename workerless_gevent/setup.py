@@ -64,7 +64,7 @@ def build_parts(config: Config, clients: Clients, registry: Registry, rng: rando
         if isinstance(target_config, HttpTargetConfig):
             targets[name] = HttpTarget(target_config)
         else:
-            targets[name] = LambdaTarget(target_config, clients.lambda_, rng)
+            targets[name] = LambdaTarget(target_config, clients.lambda_wire or clients.lambda_, rng)
     infos = {
         name: QueueInfo(name=name, arn=queue.arn, region=clients.region, is_fifo=queue.config.is_fifo)
         for name, queue in queues.items()
