@@ -34,7 +34,7 @@ from botocore.response import StreamingBody
 from . import __version__
 from .http_wire import STALE_ERRORS, Connections, host_header, post_request, tls_context
 from .retries import Retrier, retry_cost
-from .sigv4 import RestSigner
+from .sigv4 import MAX_CACHED_TARGETS, RestSigner
 
 SIGNING_NAME = "lambda"
 INVOKE_PATH = "/2015-03-31/functions/{}/invocations"
@@ -87,6 +87,7 @@ class LambdaWire:
         self.base_path = parts.path[:-1] if parts.path.endswith("/") else parts.path
         self.host = host_header(parts.hostname, parts.port, parts.scheme)
         self.signer = RestSigner(credentials, region, SIGNING_NAME, self.host)
+        self.targets: dict[tuple[str, str | None], tuple[str, str]] = {}  # (name, qualifier) -> (path, query)
         self.fixed_headers = f"User-Agent: {USER_AGENT}\r\n"
         secure = parts.scheme == "https"
         self.http = InvokeConnections(parts.hostname, parts.port or (443 if secure else 80), limit=concurrency,
@@ -108,13 +109,21 @@ class LambdaWire:
     def invoke(self, *, FunctionName: str, Payload: bytes | str = b"", InvocationType: str | None = None,
                Qualifier: str | None = None) -> dict[str, Any]:
         """boto3's `invoke` for the arguments the target uses; one attempt unless the connection never opened."""
-        path = self.base_path + INVOKE_PATH.format(urllib.parse.quote(FunctionName, safe=URI_SAFE))
-        query = "" if Qualifier is None else "Qualifier=" + urllib.parse.quote(Qualifier, safe=URI_SAFE)
+        path, query = self.targets.get((FunctionName, Qualifier)) or self.escape(FunctionName, Qualifier)
         headers = {} if InvocationType is None else {"X-Amz-Invocation-Type": InvocationType}
         body = Payload.encode("utf-8") if isinstance(Payload, str) else Payload
         # Each attempt may take a connect and a read timeout, and the retries end within the same bound.
         deadline = time.monotonic() + self.connect_timeout + self.read_timeout
         return self.retrier.call(lambda: self.invoke_once(path, query, headers, body, deadline), deadline)
+
+    def escape(self, function_name: str, qualifier: str | None) -> tuple[str, str]:
+        """The escaped path and query of a function, kept: the daemon invokes the same few again and again."""
+        path = self.base_path + INVOKE_PATH.format(urllib.parse.quote(function_name, safe=URI_SAFE))
+        query = "" if qualifier is None else "Qualifier=" + urllib.parse.quote(qualifier, safe=URI_SAFE)
+        if len(self.targets) >= MAX_CACHED_TARGETS:
+            self.targets.clear()
+        self.targets[function_name, qualifier] = (path, query)
+        return path, query
 
     def invoke_once(self, path: str, query: str, headers: dict[str, str], body: bytes,
                     deadline: float) -> dict[str, Any]:

@@ -26,6 +26,7 @@ TIMESTAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 # Every header sent is signed (none is on botocore's SIGNED_HEADERS_BLACKLIST), sorted by lower-case name.
 SIGNED_HEADERS = "content-type;host;x-amz-date;x-amz-target;x-amzn-query-mode"
 SIGNED_HEADERS_WITH_TOKEN = "content-type;host;x-amz-date;x-amz-security-token;x-amz-target;x-amzn-query-mode"
+MAX_CACHED_TARGETS = 256
 
 
 class Signer:
@@ -76,6 +77,7 @@ class RestSigner:
         self.host = host  # the Host header, as sent (see Signer)
         self._scope_tail = f"/{region}/{service}/aws4_request"
         self._signing_key = ("", "", b"")
+        self._canonical_targets: dict[tuple[str, str], str] = {}  # a few functions, each called again and again
 
     def headers(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes,
                 now: float | None = None) -> dict[str, str]:
@@ -88,9 +90,14 @@ class RestSigner:
             signed["x-amz-security-token"] = frozen.token
         names = sorted(signed)
         signed_headers = ";".join(names)
-        canonical_request = "\n".join([method, canonical_path(path), canonical_query(query),
-                                       *(f"{name}:{trim(signed[name])}" for name in names), "", signed_headers,
-                                       hashlib.sha256(body).hexdigest()])
+        canonical_target = self._canonical_targets.get((path, query))
+        if canonical_target is None:
+            if len(self._canonical_targets) >= MAX_CACHED_TARGETS:
+                self._canonical_targets.clear()
+            canonical_target = f"{canonical_path(path)}\n{canonical_query(query)}"
+            self._canonical_targets[path, query] = canonical_target
+        canonical_request = "\n".join([method, canonical_target, *(f"{name}:{trim(signed[name])}" for name in names),
+                                       "", signed_headers, hashlib.sha256(body).hexdigest()])
         scope = timestamp[:8] + self._scope_tail
         string_to_sign = (f"{ALGORITHM}\n{timestamp}\n{scope}\n"
                           f"{hashlib.sha256(canonical_request.encode()).hexdigest()}")
