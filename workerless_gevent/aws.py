@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import gevent.event
 
 from .config import Config, LambdaTargetConfig
+from .lambda_wire import LambdaWire
 from .session import build_session, service_endpoint, trusted_ca_bundle
 from .sqs_wire import SqsWire, proxy_for
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # botocore's session and clients are imported where built: se
 @dataclass(frozen=True, slots=True)
 class Clients:
     sqs: Any  # every SQS call of the daemon: an sqs_wire.SqsWire, or the boto3 client where the wire cannot go
-    lambda_: Any | None
+    lambda_: Any | None  # Invoke: a lambda_wire.LambdaWire, or the boto3 client where the wire cannot go
     cloudwatch: Any | None
     region: str
     dynamodb: Any | None = None  # only with a [periodic] claims_table
@@ -46,7 +47,7 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
     sqs_url = service_endpoint(session, "sqs", region, config.aws.endpoint_url)
     sqs: Any
     if sqs_url is not None and proxy_for(sqs_url) is None:
-        sqs = sqs_wire(config, region, sqs_url, session.get_credentials(), ca_bundle)
+        sqs = build_sqs_wire(config, region, sqs_url, session.get_credentials(), ca_bundle)
     else:  # botocore's proxy support and its FIPS/dual-stack endpoints are not repeated on the wire
         sqs = session.create_client(
             "sqs",
@@ -60,21 +61,24 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
             ),
             **endpoint,
         )
-    lambda_timeouts = [t.timeout for t in config.targets.values() if isinstance(t, LambdaTargetConfig)]
-    lambda_ = None
-    if lambda_timeouts:
-        lambda_ = session.create_client(
-            "lambda",
-            region_name=region,
-            config=botocore.config.Config(
-                max_pool_connections=config.concurrency + 10,
-                connect_timeout=5,
-                read_timeout=max(lambda_timeouts) + 10,
-                tcp_keepalive=True,
-                retries={"mode": "standard", "total_max_attempts": 1},
-            ),
-            **endpoint,
-        )
+    lambda_: Any = None
+    if any(isinstance(target, LambdaTargetConfig) for target in config.targets.values()):
+        lambda_url = service_endpoint(session, "lambda", region, config.aws.endpoint_url)
+        if lambda_url is not None and proxy_for(lambda_url) is None:  # as for SQS
+            lambda_ = build_lambda_wire(config, region, lambda_url, session.get_credentials(), ca_bundle)
+        else:
+            lambda_ = session.create_client(
+                "lambda",
+                region_name=region,
+                config=botocore.config.Config(
+                    max_pool_connections=config.concurrency + 10,
+                    connect_timeout=5,
+                    read_timeout=lambda_read_timeout(config),
+                    tcp_keepalive=True,
+                    retries={"mode": "standard", "total_max_attempts": 1},
+                ),
+                **endpoint,
+            )
     cloudwatch = None
     if config.name:
         cloudwatch = session.create_client(
@@ -103,10 +107,20 @@ def sqs_limits(config: Config) -> tuple[int, float]:
     return config.concurrency + len(config.queues) * 2 + 10, max(config.polling.poll_for + 10, 30)
 
 
-def sqs_wire(config: Config, region: str, url: str, credentials: Any, ca_bundle: str) -> SqsWire:
+def build_sqs_wire(config: Config, region: str, url: str, credentials: Any, ca_bundle: str) -> SqsWire:
     connections, read_timeout = sqs_limits(config)
     return SqsWire(url, region, credentials, concurrency=connections, read_timeout=read_timeout, connect_timeout=5,
                    ca_bundle=ca_bundle)
+
+
+def lambda_read_timeout(config: Config) -> float:
+    """The longest Lambda target's timeout and 10 s: an Invoke answers when the function returns."""
+    return max(t.timeout for t in config.targets.values() if isinstance(t, LambdaTargetConfig)) + 10
+
+
+def build_lambda_wire(config: Config, region: str, url: str, credentials: Any, ca_bundle: str) -> LambdaWire:
+    return LambdaWire(url, region, credentials, concurrency=config.concurrency + 10,
+                      read_timeout=lambda_read_timeout(config), connect_timeout=5, ca_bundle=ca_bundle)
 
 
 def default_region(config: Config, session: botocore.session.Session) -> str:

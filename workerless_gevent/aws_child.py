@@ -2,8 +2,8 @@
 
 botocore's session (its credential chain, config files and endpoint rules) costs the daemon about 14 MB
 of memory and a third of its start-up, and the daemon needs none of it once it knows where SQS is
-and what to sign with: every SQS call goes on our own wire. So when no botocore client is needed (no
-CloudWatch metrics, no DynamoDB claims, no Lambda target, no FIPS or dual-stack endpoint, no proxy),
+and what to sign with: every SQS call and Lambda Invoke goes on our own wire. So when no botocore client is needed (no
+CloudWatch metrics, no DynamoDB claims, no FIPS or dual-stack endpoint, no proxy),
 `workerless` asks a child, `python -m workerless_gevent.aws_child`, to run exactly what the daemon would
 have run itself: the region chain (`region.resolve_region`), the endpoint (`aws.service_endpoint`),
 the CA bundle and botocore's credential chain ([aws] profile, AWS_PROFILE, the environment, config and
@@ -231,14 +231,14 @@ def resolve(request: dict[str, Any]) -> dict[str, Any]:
 
 def request_for_run(argv: list[str]) -> dict[str, Any] | None:
     """What the daemon started with `argv` would resolve, if `aws_child` serves that run; else None."""
-    from .cli import config_for_run, runs_on_the_wire_alone
+    from .cli import config_for_run, runs_on_the_wire_alone, wire_services
 
     config = config_for_run(argv, os.environ)
     if config is None or not runs_on_the_wire_alone(config):
         return None
     aws = config.aws
     return {"profile": aws.profile, "region": aws.region, "endpoint_url": aws.endpoint_url,
-            "ca_bundle": aws.ca_bundle, "origin": config.source, "services": ["sqs"]}
+            "ca_bundle": aws.ca_bundle, "origin": config.source, "services": list(wire_services(config))}
 
 
 def child_main(argv: list[str]) -> int:

@@ -104,11 +104,17 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
 
 
 def runs_on_the_wire_alone(config: Config) -> bool:
-    """No botocore client needed: no CloudWatch metrics, no DynamoDB claims, HTTP targets only (aws_child)."""
-    from .config import HttpTargetConfig
-
+    """No botocore client needed (aws_child): no CloudWatch metrics, no DynamoDB claims."""
     claims = config.periodic is not None and bool(config.periodic.claims_table)
-    return not config.name and not claims and all(isinstance(t, HttpTargetConfig) for t in config.targets.values())
+    return not config.name and not claims
+
+
+def wire_services(config: Config) -> tuple[str, ...]:
+    """The services the daemon calls on its own wire: SQS, and Lambda with a Lambda target."""
+    from .config import LambdaTargetConfig
+
+    has_lambda = any(isinstance(target, LambdaTargetConfig) for target in config.targets.values())
+    return ("sqs", "lambda") if has_lambda else ("sqs",)
 
 
 def config_for_run(argv: Sequence[str], env: Mapping[str, str]) -> Config | None:
@@ -134,24 +140,29 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None) ->
     from .aws_child import ChildCredentials, ChildResolution
     from .sqs_wire import proxy_for
 
-    resolution = early or ChildResolution(config.aws, config.source)
-    from .aws import Clients, sqs_wire
+    services = wire_services(config)
+    resolution = early or ChildResolution(config.aws, config.source, services)
+    from .aws import Clients, build_lambda_wire, build_sqs_wire
     from .daemon import Daemon  # noqa: F401  (imported while the child works)
 
     try:
         resolved = resolution.result()
         if resolved is None:  # the early child read another config (a file changed meanwhile): ask again
-            resolved = ChildResolution(config.aws, config.source).result()
+            resolved = ChildResolution(config.aws, config.source, services).result()
     except StartupError as error:
         configure_logging(config.log_format, config.log_level)
         print(f"workerless: cannot start: {error}", file=sys.stderr)
         return ExitStatus.ERROR
-    url = resolved.endpoints.get("sqs")
-    if url is None or proxy_for(url) is not None:
+    urls = [resolved.endpoints.get(service) for service in services]
+    if not all(urls) or any(proxy_for(url) for url in urls if url):
         return run(config, *open_session(config.aws, env, config.source))
     credentials = ChildCredentials(config.aws, config.source, resolved)
-    wire = sqs_wire(config, resolved.region, url, credentials if resolved.credentials else None, resolved.ca_bundle)
-    clients = Clients(sqs=wire, lambda_=None, cloudwatch=None, region=resolved.region,
+    signing = credentials if resolved.credentials else None
+    region, ca_bundle = resolved.region, resolved.ca_bundle
+    lambda_url = resolved.endpoints.get("lambda")
+    clients = Clients(sqs=build_sqs_wire(config, region, urls[0] or "", signing, ca_bundle),
+                      lambda_=build_lambda_wire(config, region, lambda_url, signing, ca_bundle) if lambda_url else None,
+                      cloudwatch=None, region=region,
                       renew_credentials=credentials.run if resolved.expires_at is not None else None)
     return run(config, None, resolved.region, resolved.where, clients)
 

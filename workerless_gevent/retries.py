@@ -80,10 +80,12 @@ class RetryBudget:
 class Retrier:
     """Runs one request with standard-mode retries; share one per endpoint between greenlets."""
 
-    def __init__(self, rng: random.Random, budget: RetryBudget | None = None, max_attempts: int = MAX_ATTEMPTS) -> None:
+    def __init__(self, rng: random.Random, budget: RetryBudget | None = None, max_attempts: int = MAX_ATTEMPTS,
+                 cost: Callable[[BaseException], int | None] = retry_cost) -> None:
         self.rng = rng
         self.budget = budget or RetryBudget()
         self.max_attempts = max_attempts
+        self.cost = cost  # which errors are retried, at what price: standard mode's by default
 
     def call(self, attempt: Callable[[], T], deadline: float | None = None) -> T:
         """`attempt()`, retried while the error is retryable, attempts and budget last, and the pause
@@ -93,7 +95,7 @@ class Retrier:
             try:
                 result = attempt()
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-                cost = retry_cost(error)
+                cost = self.cost(error)
                 pause = backoff_seconds(number, self.rng)
                 past_deadline = deadline is not None and time.monotonic() + pause >= deadline
                 if (cost is None or number == self.max_attempts or past_deadline
