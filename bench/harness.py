@@ -290,6 +290,7 @@ class Worker:
     rusage: Any = None
     exit_code: int | None = None
     samples: list[Sample] = field(default_factory=list)
+    cwd: Path = ROOT
 
     @property
     def log_path(self) -> Path:
@@ -298,7 +299,7 @@ class Worker:
     def start(self) -> Worker:
         LOGS.mkdir(parents=True, exist_ok=True)
         self.log_handle = open(self.log_path, "wb")
-        self.process = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=self.log_handle,
+        self.process = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env, stdout=self.log_handle,
                                         stderr=subprocess.STDOUT)
         return self
 
@@ -438,7 +439,9 @@ def make_daemon(label: str, endpoint: str, *, queues: list[str], sink_url: str, 
     env = worker_env(endpoint)
     if lambda_endpoint:
         env["AWS_ENDPOINT_URL_LAMBDA"] = lambda_endpoint
-    return Worker("daemon", label, argv, env)
+    # From its own checkout, as one runs it: a `python -m` child of the daemon would put the working
+    # directory first on its sys.path and import this checkout's workerless_gevent instead.
+    return Worker("daemon", label, argv, env, cwd=DAEMON_BIN.resolve().parent.parent)
 
 
 def make_baseline(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,

@@ -232,7 +232,7 @@ def startup_breakdown(bench: Any) -> dict[str, Any]:
     root = str(harness.DAEMON_BIN.resolve().parent.parent)
     for _ in range(3):
         popen_ms = time.time() * 1000
-        done = subprocess.run([sys.executable, "-c", PROBE, root, repr(popen_ms), *modules], capture_output=True,
+        done = subprocess.run([sys.executable, "-c", PROBE, root, repr(popen_ms), *modules], capture_output=True, cwd=root,
                               text=True, env=harness.worker_env(bench.fauxqs.url), timeout=60)
         if done.returncode != 0:
             raise RuntimeError(f"startup probe failed: {done.stderr[-600:]}")
@@ -508,12 +508,12 @@ def details(scenario: dict[str, Any]) -> list[str]:
              f"  bare interpreter (python -c pass, start to exit)    {br['bare_interpreter_ms']['median']:7.1f} ms",
              f"  probe: Popen -> first statement (interpreter, site)  {interp:7.1f} ms",
              f"  probe: gevent patch (entry.patch_gevent)            {patch:7.1f} ms",
-             f"  probe: the {probe['modules']} top-level imports the daemon made before 'started' "
-             f"{imports:7.1f} ms"]
+             f"  probe: imports the daemon made before 'started'     {imports:7.1f} ms "
+             f"({probe['modules']} top-level modules)"]
     if med["started_s"] is not None:
         rest = med["started_s"] * 1000 - interp - patch - imports
-        lines += [f"  rest until 'workerless started' (config, session, clients, GetQueueUrl/Attributes, "
-                  f"Daemon) {rest:7.1f} ms",
+        lines += [f"  rest until 'workerless started'                    {rest:7.1f} ms "
+                  "(config, session, clients, GetQueueUrl/Attributes, Daemon)",
                   f"  = Popen -> 'workerless started'                    {med['started_s'] * 1000:7.1f} ms",
                   f"  'started' -> first delivery at the sink           "
                   f"{(med['started_to_first_delivery_s'] or 0) * 1000:7.1f} ms"]
