@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import shutil
+import statistics
 import signal
 import subprocess
 import sys
@@ -289,6 +290,7 @@ class Worker:
     rusage: Any = None
     exit_code: int | None = None
     samples: list[Sample] = field(default_factory=list)
+    cwd: Path = ROOT
 
     @property
     def log_path(self) -> Path:
@@ -297,7 +299,7 @@ class Worker:
     def start(self) -> Worker:
         LOGS.mkdir(parents=True, exist_ok=True)
         self.log_handle = open(self.log_path, "wb")
-        self.process = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=self.log_handle,
+        self.process = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env, stdout=self.log_handle,
                                         stderr=subprocess.STDOUT)
         return self
 
@@ -397,8 +399,11 @@ def worker_env(endpoint: str) -> dict[str, str]:
 
 
 def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: int, poll_for: int,
-                  max_connections: int | None = None, batch_size: int = 10) -> Path:
-    """A TOML file with only the documented keys of DESIGN.md section 1."""
+                  max_connections: int | None = None, batch_size: int = 10,
+                  lambda_function: str | None = None, lambda_batch_size: int = 1) -> Path:
+    """A TOML file with only the documented keys of DESIGN.md section 1. With lambda_function the target is
+    a Lambda function (conf/example.toml's [targets.billing]) instead of the sink's URL; the Invoke calls go
+    wherever AWS_ENDPOINT_URL_LAMBDA points (make_daemon's lambda_endpoint)."""
     lines = [
         f"concurrency = {concurrency}",
         "shutdown_timeout = 10",
@@ -410,20 +415,33 @@ def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: 
     ]
     for name in queues:
         lines += ["[[queues]]", f'name = "{name}"', ""]
-    lines += ["[targets.default]", 'type = "http"', f'url = "{sink_url}/"']
-    if max_connections is not None:
-        lines.append(f"max_connections = {max_connections}")
+    if lambda_function:
+        lines += ["[targets.default]", 'type = "lambda"', f'function = "{lambda_function}"',
+                  f"batch_size = {lambda_batch_size}", "timeout = 60"]
+    else:
+        lines += ["[targets.default]", 'type = "http"', f'url = "{sink_url}/"']
+        if max_connections is not None:
+            lines.append(f"max_connections = {max_connections}")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def make_daemon(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,
-                poll_for: int, max_connections: int | None = None, extra: tuple[str, ...] = ()) -> Worker:
+                poll_for: int, max_connections: int | None = None, extra: tuple[str, ...] = (),
+                lambda_function: str | None = None, lambda_endpoint: str | None = None) -> Worker:
+    """The daemon on a generated config; with lambda_function it delivers to that Lambda function through
+    lambda_endpoint (AWS_ENDPOINT_URL_LAMBDA: boto3's per-service endpoint, which wins over AWS_ENDPOINT_URL)."""
     config = daemon_config(RESULTS / "conf" / f"{label}.toml", queues=queues, sink_url=sink_url,
-                           concurrency=concurrency, poll_for=poll_for, max_connections=max_connections)
+                           concurrency=concurrency, poll_for=poll_for, max_connections=max_connections,
+                           lambda_function=lambda_function)
     argv = [sys.executable, str(DAEMON_BIN), "-c", str(config), *extra]
-    return Worker("daemon", label, argv, worker_env(endpoint))
+    env = worker_env(endpoint)
+    if lambda_endpoint:
+        env["AWS_ENDPOINT_URL_LAMBDA"] = lambda_endpoint
+    # From its own checkout, as one runs it: a `python -m` child of the daemon would put the working
+    # directory first on its sys.path and import this checkout's workerless_gevent instead.
+    return Worker("daemon", label, argv, env, cwd=DAEMON_BIN.resolve().parent.parent)
 
 
 def make_baseline(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,
@@ -433,3 +451,22 @@ def make_baseline(label: str, endpoint: str, *, queues: list[str], sink_url: str
     if max_messages:
         argv.append(f"--max-messages={max_messages}")
     return Worker("baseline", label, argv, worker_env(endpoint))
+
+
+# ---------------------------------------------------------------- figures
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile: p99 of 20 samples is the largest."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[int(rank) - 1]
+
+
+def spread(values: list[Any]) -> dict[str, Any]:
+    """median, min, max and every run's value, None values left out."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"median": None, "min": None, "max": None, "runs": []}
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "runs": [round(v, 4) if isinstance(v, float) else v for v in values]}

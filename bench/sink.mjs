@@ -2,9 +2,13 @@
 // every delivery (arrival time, queue) so the runner can compute rates, latencies and ordering.
 // Usage: node bench/sink.mjs [PORT]  -> prints {"port": N}
 //
-// Deliveries: any POST outside /_bench/. Control (used by bench/run.py only):
+// Deliveries: any POST outside /_bench/. A POST to /2015-03-31/functions/NAME/invocations is taken as a
+// Lambda Invoke (the stand-in the lambda scenario points AWS_ENDPOINT_URL_LAMBDA at): counted like any
+// delivery, its SigV4 signature not checked, answered 200 with the payload {} and
+// X-Amz-Executed-Version: $LATEST, as Lambda answers a synchronous invocation that returned nothing.
+// Control (used by bench/run.py only):
 //   POST /_bench/reset?delay_ms=D   forget everything, answer deliveries after D ms from now on
-//   GET  /_bench/stats              {count, first, last, in_flight, max_in_flight, by_queue}
+//   GET  /_bench/stats              {count, first, last, in_flight, max_in_flight, by_queue, invocations}
 //   GET  /_bench/events?from=K      arrivals K.. as [[epoch_ms, queue], ...]
 //   GET  /_bench/wait?count=N&timeout_ms=T   answers once count >= N (or at the timeout) with stats
 import http from "node:http";
@@ -24,6 +28,14 @@ let waiters = [];
 let heldSum = 0; // actual time each delayed answer was held, to compare the ideal with what the sink did
 let heldCount = 0;
 let lastDone = null; // when the latest answer was sent: rates run from the first arrival to this
+let invocations = 0; // Lambda Invoke requests answered
+const INVOKE_PREFIX = "/2015-03-31/functions/";
+const INVOKE_HEADERS = {
+  "Content-Type": "application/json",
+  "Content-Length": "2",
+  "X-Amz-Executed-Version": "$LATEST",
+  "x-amzn-RequestId": "00000000-0000-4000-8000-000000000000",
+};
 
 function stats() {
   return {
@@ -36,6 +48,7 @@ function stats() {
     by_queue: byQueue,
     delay_ms: delayMs,
     mean_held_ms: heldCount ? heldSum / heldCount : null,
+    invocations,
     now: now(),
   };
 }
@@ -71,6 +84,7 @@ function control(req, res, url) {
     heldSum = 0;
     heldCount = 0;
     lastDone = null;
+    invocations = 0;
     for (const waiter of waiters) {
       clearTimeout(waiter.timer);
       json(waiter.res, 200, stats());
@@ -107,7 +121,8 @@ const server = http.createServer((req, res) => {
     return;
   }
   const arrived = now();
-  const queue = req.headers["x-aws-sqsd-queue"] ?? "";
+  const invoke = req.url.startsWith(INVOKE_PREFIX) && req.url.includes("/invocations");
+  const queue = invoke ? "lambda" : req.headers["x-aws-sqsd-queue"] ?? "";
   times.push(arrived);
   queues.push(queue);
   byQueue[queue] = (byQueue[queue] ?? 0) + 1;
@@ -121,6 +136,12 @@ const server = http.createServer((req, res) => {
       lastDone = now();
       heldSum += lastDone - arrived;
       heldCount += 1;
+      if (invoke) {
+        invocations += 1;
+        res.writeHead(200, INVOKE_HEADERS);
+        res.end("{}");
+        return;
+      }
       res.writeHead(200, { "Content-Length": "2", "Content-Type": "text/plain" });
       res.end("ok");
     };
