@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import harness
@@ -240,13 +241,27 @@ def startup_breakdown(bench: Any) -> dict[str, Any]:
     probe = {key: spread([p[key] for p in probes]) for key in ("interpreter_ms", "patch_ms", "imports_ms")}
     probe["modules"] = probes[-1]["modules"]
     probe["missing"] = probes[-1]["missing"]
+    child = []  # the credentials child alone (workerless_gevent/aws_child.py), in a checkout that has one
+    if (Path(root) / "workerless_gevent" / "aws_child.py").exists():
+        argv = json.dumps(["--queues=startup-probe", "--http=http://127.0.0.1:9/"])
+        for _ in range(3):
+            began = time.monotonic()
+            subprocess.run([sys.executable, "-P", "-m", "workerless_gevent.aws_child", "--argv", argv], check=True,
+                           cwd=root, env={**harness.worker_env(bench.fauxqs.url), "PYTHONPATH": root},
+                           capture_output=True, timeout=60)
+            child.append((time.monotonic() - began) * 1000)
     return {"bare_interpreter_ms": spread(bare), "probe": probe, "importtime": parsed,
+            "credentials_child_ms": spread(child) if child else None,
             "importtime_run": {"started_s": instrumented["started_s"],
                                "first_delivery_s": instrumented["first_delivery_s"]}}
 
 
 def startup(bench: Any) -> dict[str, Any]:
     s: ScaleSettings = bench.scale_settings
+    # Bytecode as `pip install` leaves it: without it (PYTHONDONTWRITEBYTECODE, a fresh checkout) every start
+    # compiles the package's sources again, about 40 ms here.
+    root = harness.DAEMON_BIN.resolve().parent.parent
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "workerless_gevent")], check=True)
     keys = ("first_delivery_s", "started_s", "started_to_first_delivery_s", "exit_s", "first_delivery_to_exit_s",
             "cpu_s_to_exit", "peak_rss_mb")
     runs: dict[str, list[dict[str, Any]]] = {"daemon": [], "baseline": []}
@@ -510,6 +525,8 @@ def details(scenario: dict[str, Any]) -> list[str]:
              f"  probe: gevent patch (entry.patch_gevent)            {patch:7.1f} ms",
              f"  probe: imports the daemon made before 'started'     {imports:7.1f} ms "
              f"({probe['modules']} top-level modules)"]
+    if br.get("credentials_child_ms"):
+        lines.append(f"  credentials child alone (aws_child, beside the above) {br['credentials_child_ms']['median']:7.1f} ms")
     if med["started_s"] is not None:
         rest = med["started_s"] * 1000 - interp - patch - imports
         lines += [f"  rest until 'workerless started'                    {rest:7.1f} ms "

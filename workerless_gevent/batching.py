@@ -66,6 +66,9 @@ class Batcher:
         # Calls on their way at once: on a real network a call takes milliseconds, and one at a time
         # would cap a queue at 10 deletes per round trip.
         self.senders = gevent.pool.Pool(max_in_flight)
+        # Counted here, not as len(senders): the pool forgets a finished call a hub turn after the call has
+        # woken the flusher, which then saw it still on its way and waited for a wake-up that never came.
+        self.calls = 0
         self.is_full = gevent.event.Event()
         self.has_new = gevent.event.Event()
         self.is_draining = False
@@ -83,7 +86,7 @@ class Batcher:
 
     @property
     def sending(self) -> int:
-        return len(self.senders)
+        return self.calls
 
     def drain(self) -> gevent.Greenlet | None:
         """At stop: send what is pending without waiting for fuller batches; the flusher to wait for."""
@@ -105,6 +108,7 @@ class Batcher:
                 chunk = self._next_chunk()
                 if chunk:
                     self.senders.spawn(self._send_guarded, chunk)  # waits while max_in_flight are on their way
+                    self.calls += 1  # the call has not started yet: spawning does not switch to it
         finally:
             self.flusher = None
 
@@ -117,6 +121,7 @@ class Batcher:
                          self.queue_name, self.kind, len(chunk), exc_info=True)
             self._retry_later(chunk, f"{type(error).__name__}: {error}")
         finally:
+            self.calls -= 1
             self.has_new.set()  # the flusher may be waiting for this call to end
 
     def _next_chunk(self) -> list[BatchEntry]:

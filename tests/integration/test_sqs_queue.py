@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Callable
 
 import gevent
@@ -136,6 +137,24 @@ def test_flush_at_stop_waits_for_a_batch_already_on_its_way(
     assert all(call.ended is not None for call in calls), "flush returned before a batch had its answer"
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 10,
                message=lambda: f"{count_messages(sqs, queue.url)} deletes lost at flush")
+
+
+def test_a_delete_made_while_stopping_is_flushed_without_waiting_for_the_flush_timeout(
+    sqs: Any, make_queue: Callable[..., Queue]
+) -> None:
+    """At stop the last delivery's delete comes after the first flush: its call must not leave the
+    flusher waiting for a wake-up (it did, until the join timed out, on half of the stops)."""
+    queue, registry = make_queue(), Registry()
+    send(sqs, queue, 1)
+    sqs_q = build_sqs_queue(sqs, queue, registry.count)
+    (message,) = receive_all(sqs_q, 1)
+    sqs_q.flush()  # the stop's first flush: nothing pending yet, the batchers now send at once
+    sqs_q.delete(message)  # the delivery still running at the stop ends
+    started = time.monotonic()
+    sqs_q.flush()
+    assert time.monotonic() - started < 2.0  # FLUSH_JOIN_SECONDS is 5
+    assert sqs_q.pending_count() == 0
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="the last delete was lost")
 
 
 def test_deletes_go_out_several_calls_at_once_when_each_takes_a_round_trip(
