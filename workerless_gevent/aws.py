@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 import gevent.event
 
 from .config import Config, LambdaTargetConfig
-from .lambda_wire import LambdaWire
 from .session import build_session, service_endpoint, trusted_ca_bundle
 from .sqs_wire import SqsWire, proxy_for
 
 if TYPE_CHECKING:  # botocore's session and clients are imported where built: see aws_child
     import botocore.session
+
+    from .lambda_wire import LambdaWire
 
 @dataclass(frozen=True, slots=True)
 class Clients:
@@ -119,6 +120,8 @@ def lambda_read_timeout(config: Config) -> float:
 
 
 def build_lambda_wire(config: Config, region: str, url: str, credentials: Any, ca_bundle: str) -> LambdaWire:
+    from .lambda_wire import LambdaWire  # only with a Lambda target
+
     return LambdaWire(url, region, credentials, concurrency=config.concurrency + 10,
                       read_timeout=lambda_read_timeout(config), connect_timeout=5, ca_bundle=ca_bundle)
 

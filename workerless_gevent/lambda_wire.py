@@ -3,7 +3,7 @@
 An Invoke through a botocore client costs about 1 ms of CPU (validation, event hooks, model-driven
 serializing and parsing), ten times the POST of the HTTP target. `LambdaWire.invoke` takes the
 client's keyword arguments and returns its result shape (StatusCode, FunctionError,
-ExecutedVersion, the Payload as a StreamingBody), and fails with botocore's exceptions, parsed as
+ExecutedVersion, the Payload readable as botocore's StreamingBody), and fails with botocore's exceptions, parsed as
 its rest-json parser does, so `targets.aws_lambda` cannot tell which path ran.
 
 Retries: the client runs with `total_max_attempts=1`, because an Invoke repeated after any byte of
@@ -29,7 +29,6 @@ from typing import Any
 import botocore
 import botocore.exceptions
 import gevent.socket
-from botocore.response import StreamingBody
 
 from . import __version__
 from .http_wire import STALE_ERRORS, Connections, host_header, post_request, tls_context
@@ -140,7 +139,7 @@ class LambdaWire:
         for member, name in HEADER_MEMBERS:
             if name in reply.headers:
                 response[member] = reply.headers[name]
-        response["Payload"] = StreamingBody(io.BytesIO(reply.body), len(reply.body))
+        response["Payload"] = io.BytesIO(reply.body)  # read() as botocore's StreamingBody, without its urllib3 import
         return response
 
     def connection_error(self, error: BaseException, url: str) -> botocore.exceptions.BotoCoreError:
