@@ -8,8 +8,8 @@ CloudWatch metrics, no DynamoDB claims, no FIPS or dual-stack endpoint, no proxy
 have run itself: the region chain (`region.resolve_region`), the endpoint (`aws.service_endpoint`),
 the CA bundle and botocore's credential chain ([aws] profile, AWS_PROFILE, the environment, config and
 credentials files, SSO, assume-role, web identity, ECS and EC2 metadata, credential_process). The
-child prints one JSON line and exits. The daemon starts it before importing the rest of itself, so
-both work at once.
+child prints one JSON line and exits. The daemon starts it first thing (`EarlyResolution`): the child
+imports botocore while the daemon patches gevent and loads its configuration, then gets the request.
 
 Temporary credentials are renewed the same way, by a new child, 15 minutes before they expire
 (botocore's advisory window), then every 30 s while that fails; the current ones stay in use meanwhile.
@@ -60,17 +60,15 @@ def child_command(*arguments: str) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-P", "-m", "workerless_gevent.aws_child", *arguments], {**os.environ, "PYTHONPATH": path}
 
 
-def parse_answer(text: str, status: object) -> Resolved | None:
-    """The child's JSON line as Resolved (None: the child found the in-process path fits this run);
-    ConfigError for what botocore refused in the configuration, StartupError otherwise."""
+def parse_answer(text: str, status: object) -> Resolved:
+    """The child's JSON line as Resolved; ConfigError for what botocore refused in the configuration,
+    StartupError otherwise."""
     from .errors import ConfigError, StartupError
 
     try:
         answer = json.loads(text.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise StartupError(f"resolving region and credentials failed (exit status {status})") from None
-    if answer.get("skip"):
-        return None
     if "config_error" in answer:
         raise ConfigError(*answer["config_error"])
     if "error" in answer:
@@ -82,20 +80,30 @@ def parse_answer(text: str, status: object) -> Resolved | None:
 
 
 class EarlyResolution:
-    """The child started first thing, before gevent is patched (so with posix_spawn and a pipe, not the
-    subprocess module that gevent patches next). It reads the same command line and environment as the
-    daemon and answers "skip" unless the run is one `aws_child` serves."""
+    """The child started first thing, before gevent is patched (so with posix_spawn and two pipes, not the
+    subprocess module that gevent patches next). It imports botocore while the daemon patches gevent and
+    loads its configuration, then waits for the request on its stdin (`ask`); closing that pipe without
+    a request (`discard`: another command, or a run that resolves in-process) ends it."""
 
-    def __init__(self, argv: list[str]) -> None:
-        command, env = child_command("--argv", json.dumps(argv))
-        read_end, write_end = os.pipe()
-        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, write_end, 1),
-                   (os.POSIX_SPAWN_CLOSE, write_end), (os.POSIX_SPAWN_CLOSE, read_end)]
-        self.pid = os.posix_spawn(command[0], command, env, file_actions=actions)
-        os.close(write_end)
-        self.pipe = read_end
+    def __init__(self) -> None:
+        command, env = child_command("--stdin")
+        request_read, self.requests = os.pipe()
+        self.answers, answer_write = os.pipe()
+        actions = [(os.POSIX_SPAWN_DUP2, request_read, 0), (os.POSIX_SPAWN_DUP2, answer_write, 1)]
+        self.pid = os.posix_spawn(command[0], command, env, file_actions=actions)  # other pipe ends: close-on-exec
+        os.close(request_read)
+        os.close(answer_write)
 
-    def result(self, timeout: float = CHILD_TIMEOUT_SECONDS) -> Resolved | None:
+    def ask(self, aws: AwsConfig, origin: str, services: tuple[str, ...]) -> None:
+        os.write(self.requests, (json.dumps(request_of(aws, origin, services)) + "\n").encode())  # < a pipe's buffer
+        self.close_requests()
+
+    def close_requests(self) -> None:
+        if self.requests >= 0:
+            os.close(self.requests)
+            self.requests = -1
+
+    def result(self, timeout: float = CHILD_TIMEOUT_SECONDS) -> Resolved:
         import select  # gevent's once patched: waiting here lets nothing else starve
 
         from .errors import StartupError
@@ -104,34 +112,45 @@ class EarlyResolution:
         try:
             while True:
                 left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self.pipe], [], [], left)[0]:
+                if left <= 0 or not select.select([self.answers], [], [], left)[0]:
                     self.discard()
                     raise StartupError(f"resolving region and credentials took more than {timeout:.0f}s")
-                chunk = os.read(self.pipe, 65536)
+                chunk = os.read(self.answers, 65536)
                 if not chunk:
                     break
                 chunks.append(chunk)
         finally:
-            os.close(self.pipe)
+            os.close(self.answers)
+            self.answers = -1
         _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
         return parse_answer(b"".join(chunks).decode("utf-8", "replace"), os.waitstatus_to_exitcode(status))
 
     def discard(self) -> None:
-        """Not needed after all (another command, or the in-process path): stop and reap it."""
-        try:
-            os.kill(self.pid, 9)
-            os.waitpid(self.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        """Not needed (after all): close its pipes, stop it and reap it."""
+        self.close_requests()
+        if self.answers >= 0:
+            os.close(self.answers)
+            self.answers = -1
+        if self.pid:
+            try:
+                os.kill(self.pid, 9)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            self.pid = 0
+
+
+def request_of(aws: AwsConfig, origin: str, services: tuple[str, ...]) -> dict[str, Any]:
+    return {"profile": aws.profile, "region": aws.region, "endpoint_url": aws.endpoint_url,
+            "ca_bundle": aws.ca_bundle, "origin": origin, "services": list(services)}
 
 
 class ChildResolution:
     """One run of the child once gevent is patched (credential renewals); `result()` waits for it."""
 
     def __init__(self, aws: AwsConfig, origin: str, services: tuple[str, ...] = ("sqs",)) -> None:
-        request = {"profile": aws.profile, "region": aws.region, "endpoint_url": aws.endpoint_url,
-                   "ca_bundle": aws.ca_bundle, "origin": origin, "services": list(services)}
-        command, env = child_command(json.dumps(request))
+        command, env = child_command(json.dumps(request_of(aws, origin, services)))
         import subprocess
 
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env)
@@ -148,10 +167,7 @@ class ChildResolution:
             self.process.kill()
             self.process.communicate()
             raise StartupError(f"resolving region and credentials took more than {timeout:.0f}s") from None
-        resolved = parse_answer(out.decode("utf-8", "replace"), self.process.returncode)
-        if resolved is None:
-            raise StartupError("resolving region and credentials: the child skipped a plain request")
-        return resolved
+        return parse_answer(out.decode("utf-8", "replace"), self.process.returncode)
 
 
 class ChildCredentials:
@@ -209,9 +225,8 @@ class ChildCredentials:
 
 def resolve(request: dict[str, Any]) -> dict[str, Any]:
     """What the daemon would resolve in-process with botocore, as JSON-ready values."""
-    from .cli import open_session  # the same session, region chain and one-line errors as in-process
     from .config import AwsConfig
-    from .session import service_endpoint, trusted_ca_bundle
+    from .session import open_session, service_endpoint, trusted_ca_bundle  # as in-process, errors included
 
     aws = AwsConfig(profile=request["profile"], region=request["region"], endpoint_url=request["endpoint_url"],
                     ca_bundle=request["ca_bundle"])
@@ -229,24 +244,20 @@ def resolve(request: dict[str, Any]) -> dict[str, Any]:
             "expires_at": expires_at, "ca_bundle": trusted_ca_bundle(aws.ca_bundle, session)}
 
 
-def request_for_run(argv: list[str]) -> dict[str, Any] | None:
-    """What the daemon started with `argv` would resolve, if `aws_child` serves that run; else None."""
-    from .cli import config_for_run, runs_on_the_wire_alone, wire_services
-
-    config = config_for_run(argv, os.environ)
-    if config is None or not runs_on_the_wire_alone(config):
-        return None
-    aws = config.aws
-    return {"profile": aws.profile, "region": aws.region, "endpoint_url": aws.endpoint_url,
-            "ca_bundle": aws.ca_bundle, "origin": config.source, "services": list(wire_services(config))}
-
-
 def child_main(argv: list[str]) -> int:
     from .errors import ConfigError, describe_error
 
     try:
-        request = request_for_run(json.loads(argv[1])) if argv[0] == "--argv" else json.loads(argv[0])
-        answer = resolve(request) if request is not None else {"skip": True}
+        if argv[0] == "--stdin":  # started early: load botocore, then wait for the daemon's request
+            from . import region, session  # noqa: F401
+
+            line = sys.stdin.readline()
+            if not line.strip():
+                return 0  # the daemon did not need this child
+            request = json.loads(line)
+        else:
+            request = json.loads(argv[0])
+        answer = resolve(request)
     except ConfigError as error:
         value = error.value if isinstance(error.value, (str, int, float, bool, type(None))) else str(error.value)
         answer = {"config_error": [error.source, error.key, error.problem, value]}

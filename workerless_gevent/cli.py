@@ -58,6 +58,7 @@ from .config import AwsConfig, Config
 from .errors import ConfigError, ExitStatus, StartupError
 from .loading import OPTION_NAMES, load_config
 from .logs import configure_logging
+from .session import open_session
 
 logger = logging.getLogger(__name__)
 
@@ -117,22 +118,6 @@ def wire_services(config: Config) -> tuple[str, ...]:
     return ("sqs", "lambda") if has_lambda else ("sqs",)
 
 
-def config_for_run(argv: Sequence[str], env: Mapping[str, str]) -> Config | None:
-    """The config the daemon would run with for this command line; None for another command or a bad config
-    (the daemon itself reports that)."""
-    try:
-        args = docopt(__doc__, argv=list(argv), version=__version__)
-    except (DocoptExit, SystemExit):
-        return None
-    if args["demo"] or args["send"] or args["check"]:
-        return None
-    flags = {name: args.get("--" + name.replace("_", "-")) for name in OPTION_NAMES}
-    try:
-        return load_config(args["--config"], env, flags)
-    except ConfigError:
-        return None
-
-
 def run_with_child(config: Config, env: Mapping[str, str], early: Any = None) -> int:
     """The daemon with region, endpoint and credentials from `aws_child`, which runs while this process
     imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
@@ -141,14 +126,14 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None) ->
     from .sqs_wire import proxy_for
 
     services = wire_services(config)
+    if early is not None:
+        early.ask(config.aws, config.source, services)
     resolution = early or ChildResolution(config.aws, config.source, services)
     from .aws import Clients, build_lambda_wire, build_sqs_wire
     from .daemon import Daemon  # noqa: F401  (imported while the child works)
 
     try:
         resolved = resolution.result()
-        if resolved is None:  # the early child read another config (a file changed meanwhile): ask again
-            resolved = ChildResolution(config.aws, config.source, services).result()
     except StartupError as error:
         configure_logging(config.log_format, config.log_level)
         print(f"workerless: cannot start: {error}", file=sys.stderr)
@@ -220,27 +205,6 @@ def describe_usage_error(arguments: Sequence[str]) -> str:
     if extra:
         return f"unexpected argument {extra[0]}"
     return "cannot parse the command line"
-
-
-def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str) -> tuple[Any, str, str]:
-    """The botocore session, region and the region's source for every command; no silent default region."""
-    import botocore.exceptions
-
-    from .session import build_session
-    from .region import resolve_region
-
-    try:
-        session = build_session(aws.profile)
-    except botocore.exceptions.ConfigParseError as error:
-        path = str(error.kwargs.get("path", "AWS config file"))
-        raise ConfigError(path, "", "cannot parse this AWS config file") from None
-    except botocore.exceptions.ProfileNotFound:
-        problem = "names a profile that is not in the AWS config files"
-        if aws.profile:
-            raise ConfigError(origin, "aws.profile", problem, aws.profile) from None
-        variable = "AWS_PROFILE" if env.get("AWS_PROFILE") else "AWS_DEFAULT_PROFILE"
-        raise ConfigError(variable, "", problem, env.get(variable, "")) from None
-    return (session, *resolve_region(aws, env, session, origin))
 
 
 def run(config: Config, session: Any, region: str, where: str, clients: Any = None) -> int:

@@ -21,7 +21,7 @@ def main() -> int:
         # Region and credentials resolve in a child process while this one patches and imports (aws_child).
         from .aws_child import EarlyResolution
 
-        early = EarlyResolution(sys.argv[1:])
+        early = EarlyResolution()
     patch_gevent()
     from .cli import main as run_cli
 

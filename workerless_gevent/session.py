@@ -8,10 +8,13 @@ this, the config and the region chain, beside botocore.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import botocore.session
+
+    from .config import AwsConfig
 
 
 def build_session(profile: str | None) -> botocore.session.Session:
@@ -56,3 +59,25 @@ def service_endpoint(core: botocore.session.Session, service: str, region: str, 
     chosen = next((p for p in partitions if re.match(p["regionRegex"], region)),
                   partitions[0])
     return f"https://{service}.{region}.{chosen['outputs']['dnsSuffix']}"
+
+
+def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str) -> tuple[Any, str, str]:
+    """The botocore session, region and the region's source for every command (and aws_child); no silent
+    default region, and botocore's refusals of the AWS config files as one line (ConfigError, exit 2)."""
+    import botocore.exceptions
+
+    from .errors import ConfigError
+    from .region import resolve_region
+
+    try:
+        session = build_session(aws.profile)
+    except botocore.exceptions.ConfigParseError as error:
+        path = str(error.kwargs.get("path", "AWS config file"))
+        raise ConfigError(path, "", "cannot parse this AWS config file") from None
+    except botocore.exceptions.ProfileNotFound:
+        problem = "names a profile that is not in the AWS config files"
+        if aws.profile:
+            raise ConfigError(origin, "aws.profile", problem, aws.profile) from None
+        variable = "AWS_PROFILE" if env.get("AWS_PROFILE") else "AWS_DEFAULT_PROFILE"
+        raise ConfigError(variable, "", problem, env.get(variable, "")) from None
+    return (session, *resolve_region(aws, env, session, origin))
