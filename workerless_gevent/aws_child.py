@@ -223,14 +223,14 @@ class ChildCredentials:
 # ---------------------------------------------------------------- the child
 
 
-def resolve(request: dict[str, Any]) -> dict[str, Any]:
+def resolve(request: dict[str, Any], session: Any = None) -> dict[str, Any]:
     """What the daemon would resolve in-process with botocore, as JSON-ready values."""
     from .config import AwsConfig
     from .session import open_session, service_endpoint, trusted_ca_bundle  # as in-process, errors included
 
     aws = AwsConfig(profile=request["profile"], region=request["region"], endpoint_url=request["endpoint_url"],
                     ca_bundle=request["ca_bundle"])
-    session, region, where = open_session(aws, os.environ, request["origin"])
+    session, region, where = open_session(aws, os.environ, request["origin"], session)
     endpoints = {service: service_endpoint(session, service, region, aws.endpoint_url)
                  for service in request["services"]}
     credentials = session.get_credentials()
@@ -248,16 +248,20 @@ def child_main(argv: list[str]) -> int:
     from .errors import ConfigError, describe_error
 
     try:
-        if argv[0] == "--stdin":  # started early: load botocore, then wait for the daemon's request
-            from . import region, session  # noqa: F401
+        if argv[0] == "--stdin":  # started early: load botocore and a session, then wait for the request
+            from .session import build_session
 
+            try:
+                warm = build_session(None)
+            except Exception:  # a bad AWS config file or AWS_PROFILE: open_session says so, in one line
+                warm = None
             line = sys.stdin.readline()
             if not line.strip():
                 return 0  # the daemon did not need this child
             request = json.loads(line)
+            answer = resolve(request, warm if request["profile"] is None else None)
         else:
-            request = json.loads(argv[0])
-        answer = resolve(request)
+            answer = resolve(json.loads(argv[0]))
     except ConfigError as error:
         value = error.value if isinstance(error.value, (str, int, float, bool, type(None))) else str(error.value)
         answer = {"config_error": [error.source, error.key, error.problem, value]}
@@ -267,8 +271,14 @@ def child_main(argv: list[str]) -> int:
     return 0
 
 
+def exit_at_once(status: int) -> None:
+    """The answer is out: skip the interpreter's teardown (10-20 ms the daemon would wait for)."""
+    sys.stdout.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    sys.exit(child_main(sys.argv[1:]))
+    exit_at_once(child_main(sys.argv[1:]))

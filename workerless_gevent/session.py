@@ -61,7 +61,8 @@ def service_endpoint(core: botocore.session.Session, service: str, region: str, 
     return f"https://{service}.{region}.{chosen['outputs']['dnsSuffix']}"
 
 
-def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str) -> tuple[Any, str, str]:
+def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str,
+                 session: botocore.session.Session | None = None) -> tuple[Any, str, str]:
     """The botocore session, region and the region's source for every command (and aws_child); no silent
     default region, and botocore's refusals of the AWS config files as one line (ConfigError, exit 2)."""
     import botocore.exceptions
@@ -70,7 +71,7 @@ def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str) -> tuple[A
     from .region import resolve_region
 
     try:
-        session = build_session(aws.profile)
+        session = session or build_session(aws.profile)
     except botocore.exceptions.ConfigParseError as error:
         path = str(error.kwargs.get("path", "AWS config file"))
         raise ConfigError(path, "", "cannot parse this AWS config file") from None
