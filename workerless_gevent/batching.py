@@ -19,6 +19,7 @@ from .errors import AWS_ERRORS, describe_error, error_code
 from .message import Message
 from .metrics import OVERALL
 from .retries import THROTTLE_CODES, TRANSIENT_CODES, retry_cost
+from .logs import fields
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class Batcher:
         except Exception as error:  # a bug or an answer we never expected: try the chunk again later
             self.count(OVERALL, "InternalErrors")
             logger.error("queue=%s %s batch of %d raised unexpectedly; trying it again",
-                         self.queue_name, self.kind, len(chunk), exc_info=True)
+                         self.queue_name, self.kind, len(chunk), exc_info=True, extra=fields(queue=self.queue_name, batch=self.kind))
             self._retry_later(chunk, f"{type(error).__name__}: {error}")
         finally:
             self.calls -= 1
@@ -169,7 +170,7 @@ class Batcher:
             entry = self._entry(chunk, failure)
             if entry is None:
                 logger.warning("queue=%s %s batch answer names an entry we did not send: %r",
-                               self.queue_name, self.kind, failure)
+                               self.queue_name, self.kind, failure, extra=fields(queue=self.queue_name, batch=self.kind))
                 continue
             done.add(str(failure["Id"]))
             code = str(failure.get("Code", ""))
@@ -204,7 +205,7 @@ class Batcher:
             self.retrying.append(entry)
         if len(expired) < len(entries):
             logger.info("queue=%s %s of %d messages failed, trying again: %s",
-                        self.queue_name, self.kind, len(entries) - len(expired), reason)
+                        self.queue_name, self.kind, len(entries) - len(expired), reason, extra=fields(queue=self.queue_name, batch=self.kind))
         if expired:
             self._give_up(expired, reason)
         self.has_new.set()
@@ -220,7 +221,8 @@ class Batcher:
                 else "they keep their current visibility")
         log = logger.info if quiet else logger.error
         log("queue=%s gave up on %s of %d messages (message=%s) after %d attempts: %s; %s", self.queue_name,
-            self.kind, len(entries), ids, max(entry.attempts for entry in entries) + 1, reason, cost)
+            self.kind, len(entries), ids, max(entry.attempts for entry in entries) + 1, reason, cost,
+            extra=fields(queue=self.queue_name, batch=self.kind, message_id=ids, outcome="given up"))
 
     @staticmethod
     def _hide_handles(text: str, entries: list[BatchEntry]) -> str:

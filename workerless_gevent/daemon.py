@@ -27,6 +27,7 @@ from .supervision import log_greenlet_failure, spawn_supervised
 from .setup import Parts, build_parts, dead_letter_warnings
 from .status import StatusServer, count_in_flight
 from .targets import Outcome
+from .logs import fields
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,8 @@ class Daemon:
                 self.deliver(work)
             except Exception:
                 self.registry.count(OVERALL, "InternalErrors")
-                logger.error("queue=%s delivery failed unexpectedly", work.state.queue.name, exc_info=True)
+                logger.error("queue=%s delivery failed unexpectedly", work.state.queue.name, exc_info=True,
+                             extra=fields(queue=work.state.queue.name))
                 self.abandon(work)
 
     def take_work(self) -> Work | None:
@@ -165,7 +167,8 @@ class Daemon:
             unsettled = [message for message in work.messages if not message.settled]
             self.handler.release(unsettled + self.poller.finish(work, groups))
         except Exception:
-            logger.error("queue=%s releasing after a failed delivery failed", work.state.queue.name, exc_info=True)
+            logger.error("queue=%s releasing after a failed delivery failed", work.state.queue.name, exc_info=True,
+                         extra=fields(queue=work.state.queue.name))
         finally:
             self.in_flight.discard(work)
 
@@ -178,7 +181,8 @@ class Daemon:
         try:
             outcomes = target.deliver(self.parts.queue_infos[queue.name], work.messages)
         except Exception as error:  # a bug in a target must neither kill the daemon nor lose the messages
-            logger.error("queue=%s target=%s delivery raised", queue.name, target.name, exc_info=True)
+            logger.error("queue=%s target=%s delivery raised", queue.name, target.name, exc_info=True,
+                         extra=fields(queue=queue.name, target=target.name))
             outcomes = [Outcome.failure("InternalError", repr(error))] * len(work.messages)
         elapsed_ms = (time.monotonic() - started) * 1000
         failed_groups = set()

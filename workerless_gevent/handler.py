@@ -9,6 +9,7 @@ from typing import Any
 
 from .errors import AWS_ERRORS, describe_error
 from .heartbeat import Leases
+from .logs import fields
 from .message import Message
 from .metrics import Registry
 from .sqs import SqsQueue
@@ -43,7 +44,8 @@ class Handler:
                 # 5 s of tolerance for clock skew between us and SQS before calling a message expired
                 if message.received_at - sent_at > queue.config.retention_period + 5:
                     logger.info("queue=%s message=%s expired: older than retention_period=%ds, deleted undelivered",
-                                queue.name, message.message_id, queue.config.retention_period)
+                                queue.name, message.message_id, queue.config.retention_period,
+                                extra=fields(queue=queue.name, message_id=message.message_id, outcome="expired"))
                     self.registry.count(queue.name, "Expired")
                     queue.delete(message)
                     continue
@@ -62,13 +64,16 @@ class Handler:
             delay = outcome.retry_after_seconds
             seconds = int(math.ceil(delay if delay is not None else queue.config.error_visibility_timeout))
             logger.info("queue=%s message=%s target=%s asked to retry in %ds (%s)",
-                        queue.name, message.message_id, target, seconds, outcome.error)
+                        queue.name, message.message_id, target, seconds, outcome.error,
+                        extra=fields(queue=queue.name, message_id=message.message_id, target=target, outcome="retry"))
             queue.change_visibility(message, within_receipt_limit(message, seconds))
             return
         self.registry.count(queue.name, "Failed")
         self.registry.record_failure(outcome.error_type, outcome.error)
         logger.warning("queue=%s message=%s receive_count=%d target=%s outcome=failure type=%s: %s",
-                       queue.name, message.message_id, message.receive_count, target, outcome.error_type, outcome.error)
+                       queue.name, message.message_id, message.receive_count, target, outcome.error_type, outcome.error,
+                       extra=fields(queue=queue.name, message_id=message.message_id, target=target, outcome="failure",
+                                    error_type=outcome.error_type, receive_count=message.receive_count))
         dead_letter_queue = self.dead_letter_queues.get(queue.name)
         if dead_letter_queue is not None and message.receive_count >= queue.config.max_retries:
             if self.dead_letter(queue, dead_letter_queue, message, outcome):
@@ -90,11 +95,14 @@ class Handler:
             dead_letter_queue.send(message.body, dead_letter_attributes(queue.name, message, outcome), **extra)
         except AWS_ERRORS as error:
             logger.error("queue=%s message=%s could not be dead-lettered to %s, will retry: %s",
-                         queue.name, message.message_id, dead_letter_queue.name, describe_error(error))
+                         queue.name, message.message_id, dead_letter_queue.name, describe_error(error),
+                         extra=fields(queue=queue.name, message_id=message.message_id, dead_letter_queue=dead_letter_queue.name))
             return False
         self.registry.count(queue.name, "DeadLettered")
         logger.warning("queue=%s message=%s dead-lettered to %s after %d receives",
-                       queue.name, message.message_id, dead_letter_queue.name, message.receive_count)
+                       queue.name, message.message_id, dead_letter_queue.name, message.receive_count,
+                       extra=fields(queue=queue.name, message_id=message.message_id, outcome="dead-lettered",
+                                    dead_letter_queue=dead_letter_queue.name, receive_count=message.receive_count))
         queue.delete(message)
         return True
 

@@ -8,17 +8,31 @@ import sys
 import time
 
 
+# What every LogRecord carries; anything else on a record came from `extra=` (queue, message_id, target, ...).
+STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
 class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the record's `extra` fields, the traceback."""
+
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
+        entry: dict[str, object] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
         }
+        for key, value in vars(record).items():
+            if key not in STANDARD_ATTRIBUTES and key not in entry:
+                entry[key] = value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)
+
+
+def fields(**values: object) -> dict[str, object]:
+    """`extra=` for a record: the given fields (queue, message_id, target, outcome, ...) that are set."""
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def configure_logging(log_format: str, log_level: str) -> None:

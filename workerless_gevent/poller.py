@@ -25,6 +25,7 @@ from .ordering import Strategy
 from .metrics import OVERALL
 from .sqs import SqsQueue
 from .supervision import spawn_supervised
+from .logs import fields
 
 logger = logging.getLogger(__name__)
 
@@ -219,15 +220,18 @@ class Poller:
             state.short_failures += 1
             state.last_error = describe_error(error)
             if state.short_failures == 1:
-                logger.info("queue=%s receive failed, trying again: %s", state.queue.name, state.last_error)
+                logger.info("queue=%s receive failed, trying again: %s", state.queue.name, state.last_error,
+                            extra=fields(queue=state.queue.name))
             else:
                 log = logger.warning if state.failing_since is None else logger.debug
-                log("queue=%s receive failed, watching it instead: %s", state.queue.name, state.last_error)
+                log("queue=%s receive failed, watching it instead: %s", state.queue.name, state.last_error,
+                    extra=fields(queue=state.queue.name))
                 state.failing_since = state.failing_since or time.monotonic()
             messages = []
         except Exception:  # the watcher takes over, with its backoff
             self.count(OVERALL, "InternalErrors")
-            logger.error("queue=%s receive raised unexpectedly, watching it instead", state.queue.name, exc_info=True)
+            logger.error("queue=%s receive raised unexpectedly, watching it instead", state.queue.name, exc_info=True,
+                         extra=fields(queue=state.queue.name))
             messages = []
         finally:
             state.receiving -= 1
@@ -268,7 +272,7 @@ class Poller:
                 continue
             except Exception as error:  # a malformed reply or a bug must not silence this queue for good
                 self.count(OVERALL, "InternalErrors")
-                logger.error("queue=%s receive raised unexpectedly", state.queue.name, exc_info=True)
+                logger.error("queue=%s receive raised unexpectedly", state.queue.name, exc_info=True, extra=fields(queue=state.queue.name))
                 self._back_off(state, error)
                 continue
             self._note_success(state)
@@ -292,22 +296,22 @@ class Poller:
         if state.failures == 1 and error_code(error).endswith(CREDENTIAL_CODES):
             logger.error("queue=%s receive refused: %s. Check the credentials, and the clock: SQS rejects "
                          "requests signed more than 5 minutes off. Retrying in %.1fs",
-                         state.queue.name, describe_error(error), seconds)
+                         state.queue.name, describe_error(error), seconds, extra=fields(queue=state.queue.name))
             state.warnings_logged = 1
         elif state.failures == 1 or failing_seconds >= warning_due_seconds(state.warnings_logged):
             logger.warning("queue=%s receive failed (%d in a row), retrying in %.1fs: %s; failing for %s, "
                            "nothing is received from it meanwhile", state.queue.name, state.failures, seconds,
-                           describe_error(error), duration_text(failing_seconds))
+                           describe_error(error), duration_text(failing_seconds), extra=fields(queue=state.queue.name))
             state.warnings_logged += 1
         else:
             logger.debug("queue=%s receive failed (%d in a row), retrying in %.1fs: %s",
-                         state.queue.name, state.failures, seconds, describe_error(error))
+                         state.queue.name, state.failures, seconds, describe_error(error), extra=fields(queue=state.queue.name))
         self.stopping.wait(seconds)
 
     def _note_success(self, state: QueueState) -> None:
         if state.failing_since is not None:
             logger.warning("queue=%s receiving again after %d failures over %s", state.queue.name, state.failures,
-                           duration_text(time.monotonic() - state.failing_since))
+                           duration_text(time.monotonic() - state.failing_since), extra=fields(queue=state.queue.name))
         state.failures = 0
         state.failing_since = None
         state.warnings_logged = 0

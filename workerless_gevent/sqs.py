@@ -16,6 +16,7 @@ from .batching import STALE_HANDLE_CODES, BatchEntry, Batcher
 from .config import QueueConfig
 from .message import Message
 from .sqs_wire import SqsWire
+from .logs import fields
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ class SqsQueue:
                 # It stays invisible for the visibility timeout, then SQS hands it out again.
                 logger.warning("queue=%s received a message we cannot read (%s: %s); skipped: %r",
                                self.name, type(error).__name__, error, raw if not isinstance(raw, dict)
-                               else {key: raw[key] for key in raw if key != "ReceiptHandle"})
+                               else {key: raw[key] for key in raw if key != "ReceiptHandle"},
+                               extra=fields(queue=self.name, outcome="unreadable"))
         return messages
 
     def delete(self, message: Message) -> None:
@@ -96,7 +98,7 @@ class SqsQueue:
         for kind, batcher in self.batchers.items():
             if batcher.left():
                 logger.error("queue=%s %d %s changes still unsent at stop; SQS will deliver those messages again",
-                             self.name, batcher.left(), kind)
+                             self.name, batcher.left(), kind, extra=fields(queue=self.name, batch=kind))
 
     def _delete_batch(self, chunk: list[BatchEntry]) -> dict[str, Any]:
         # Entry ids are the positions "0".."9": duplicates would fail the whole call.
