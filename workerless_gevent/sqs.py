@@ -6,7 +6,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import botocore.exceptions
 import gevent
@@ -24,6 +24,21 @@ DELETES_IN_FLIGHT = 32  # enough for 3,200 deletes a second per queue at a 100 m
 FLUSH_JOIN_SECONDS = 5.0  # at stop, how long batches already on their way (and their retries) may take
 
 
+class SqsCalls(Protocol):
+    """The SQS calls a queue makes, as both `sqs_wire.SqsWire` and a boto3 SQS client take them."""
+
+    def receive_message(self, *, QueueUrl: str, MaxNumberOfMessages: int, WaitTimeSeconds: int,
+                        VisibilityTimeout: int, MessageSystemAttributeNames: list[str],
+                        MessageAttributeNames: list[str]) -> dict[str, Any]: ...
+
+    def delete_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+    def change_message_visibility_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+    def send_message(self, *, QueueUrl: str, MessageBody: str, MessageAttributes: dict[str, Any],
+                     **optional: Any) -> dict[str, Any]: ...
+
+
 class SqsQueue:
     """A resolved queue and its two coalescing batchers (deletes, visibility changes)."""
 
@@ -31,7 +46,7 @@ class SqsQueue:
                  wire: SqsWire | None = None, rng: random.Random | None = None) -> None:
         self.sqs = sqs
         # every call (receive, batches, send): an sqs_wire.SqsWire when given, else the boto3 client
-        self.hot: Any = sqs if wire is None else wire
+        self.hot: SqsCalls = sqs if wire is None else wire
         self.config = config
         self.name = config.name
         self.url = url
