@@ -1,4 +1,4 @@
-"""The run loop: wait for a free slot, get work from the poller, deliver; stop warm, then cold."""
+"""The daemon's lifecycle: build the parts, signals, the background greenlets, the slots; stop warm, then cold."""
 
 from __future__ import annotations
 
@@ -11,23 +11,20 @@ import urllib.parse
 
 import gevent
 import gevent.event
-import gevent.lock
-import gevent.pool
 
 from .aws import Clients
 from .cloudwatch import MetricsFlusher
 from .config import Config, HttpTargetConfig
 from .handler import Handler
 from .heartbeat import Leases
-from .metrics import OVERALL, Registry
+from .metrics import Registry
 from .ordering import STRATEGIES
 from .periodic import build_scheduler
 from .poller import Poller, QueueState, Work
-from .supervision import log_greenlet_failure, spawn_supervised
+from .slots import Slots
+from .supervision import spawn_supervised
 from .setup import Parts, build_parts, dead_letter_warnings
 from .status import StatusServer, count_in_flight
-from .targets import Outcome
-from .logs import fields
 
 logger = logging.getLogger(__name__)
 
@@ -45,15 +42,13 @@ class Daemon:
         self.stopping = gevent.event.Event()
         self.forced = gevent.event.Event()
         self.stopped = gevent.event.Event()
-        self.taking = gevent.lock.Semaphore(1)  # held by the one free slot that is waiting for work
         self.stop_requested_at = 0.0
-        self.pool = gevent.pool.Group()
-        self.in_flight: set[Work] = set()
-        self.started_messages = 0
         states = [self.queue_state(queue.name) for queue in config.queues]
         self.poller = Poller(states, STRATEGIES[config.polling.strategy], batch_size=config.polling.batch_size,
                              poll_for_seconds=config.polling.poll_for, sleep_seconds=config.polling.sleep,
                              rng=rng, stopping=self.stopping, admit=self.handler.admit, count=registry.count)
+        self.slots = Slots(config, self.parts, self.poller, self.handler, self.leases, registry, self.stopping,
+                           self.request_stop)
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
         registry.track_gauge("InFlight", lambda: count_in_flight(self.in_flight, self.parts.queues))
         self.status_server = StatusServer(config.status_listen, self) if config.status_listen else None
@@ -89,7 +84,7 @@ class Daemon:
             server = self.status_server
             background.append(spawn_supervised("status server", lambda: server.keep_serving(self.stopped),
                                                self.stopped, self.registry.count, self.rng))
-        self.dispatch()
+        self.slots.dispatch()
         self.shut_down()
         self.stopped.set()
         gevent.joinall(background, timeout=3)
@@ -117,92 +112,19 @@ class Daemon:
         """Liveness: every supervised loop is still running (they end only when stopping)."""
         return self.stopping.is_set() or all(not greenlet.dead for greenlet in self.background)
 
-    def dispatch(self) -> None:
-        """One long-lived greenlet per delivery slot; returns once stopping (the slots finish on their own)."""
-        for _ in range(self.config.concurrency):
-            self.pool.spawn(self.run_slot).link_exception(log_greenlet_failure)
-        self.stopping.wait()
-
-    def run_slot(self) -> None:
-        """A free slot takes work, delivers it, and comes back; a bug on the way costs neither the slot
-        nor the messages."""
-        while not self.stopping.is_set():
-            try:
-                work = self.take_work()
-            except Exception:
-                self.registry.count(OVERALL, "InternalErrors")
-                logger.error("taking work failed unexpectedly; trying again in 1s", exc_info=True)
-                self.stopping.wait(1.0)
-                continue
-            if work is None:
-                return
-            try:
-                self.deliver(work)
-            except Exception:
-                self.registry.count(OVERALL, "InternalErrors")
-                logger.error("queue=%s delivery failed unexpectedly", work.state.queue.name, exc_info=True,
-                             extra=fields(queue=work.state.queue.name))
-                self.abandon(work)
-
-    def take_work(self) -> Work | None:
-        """One free slot at a time asks the poller, which picks the queue in a fresh strategy order for
-        each and receives only for free slots."""
-        with self.taking:
-            if self.stopping.is_set():
-                return None
-            work = self.poller.wait_for_work(self.config.concurrency - len(self.in_flight), len(self.in_flight))
-            if work is None:
-                return None
-            self.in_flight.add(work)
-            self.started_messages += len(work.messages)
-            if self.config.max_messages and self.started_messages >= self.config.max_messages:
-                self.request_stop(f"--max-messages={self.config.max_messages} reached")
-            return work
-
-    def abandon(self, work: Work) -> None:
-        """After a bug mid-delivery: what was not settled is visible again at once, and its FIFO groups
-        are freed with the rest of them released, as after a failure."""
-        try:
-            groups = {message.group_id for message in work.messages if message.group_id is not None}
-            unsettled = [message for message in work.messages if not message.settled]
-            self.handler.release(unsettled + self.poller.finish(work, groups))
-        except Exception:
-            logger.error("queue=%s releasing after a failed delivery failed", work.state.queue.name, exc_info=True,
-                         extra=fields(queue=work.state.queue.name))
-        finally:
-            self.in_flight.discard(work)
-
-    def deliver(self, work: Work) -> None:
-        queue = work.state.queue
-        target = self.parts.targets[queue.config.target]
-        for message in work.messages:
-            self.leases.limit(message, target.hard_deadline_seconds + 5)
-        started = time.monotonic()
-        try:
-            outcomes = target.deliver(self.parts.queue_infos[queue.name], work.messages)
-        except Exception as error:  # a bug in a target must neither kill the daemon nor lose the messages
-            logger.error("queue=%s target=%s delivery raised", queue.name, target.name, exc_info=True,
-                         extra=fields(queue=queue.name, target=target.name))
-            outcomes = [Outcome.failure("InternalError", repr(error))] * len(work.messages)
-        elapsed_ms = (time.monotonic() - started) * 1000
-        failed_groups = set()
-        for message, outcome in zip(work.messages, outcomes):
-            self.registry.observe(queue.name, "DeliveryTime", elapsed_ms)
-            self.handler.settle(queue, message, outcome, target.name)
-            if not outcome.is_success and message.group_id is not None:
-                failed_groups.add(message.group_id)
-        self.handler.release(self.poller.finish(work, failed_groups))
-        self.in_flight.discard(work)
+    @property
+    def in_flight(self) -> set[Work]:
+        return self.slots.in_flight
 
     def shut_down(self) -> None:
         """Release the buffer at once, give deliveries their grace period, then release the rest."""
         self.handler.release(self.poller.stop(cancel_watchers=bool(not self.in_flight)))
         self.flush_queues()
-        waiter = gevent.spawn(self.pool.join)
+        waiter = gevent.spawn(self.slots.pool.join)
         gevent.wait([waiter, self.forced], count=1, timeout=self.config.shutdown_timeout)
         if self.in_flight:
             logger.warning("%d deliveries still running after the grace period; releasing them", len(self.in_flight))
-            self.pool.kill(block=True, timeout=2)
+            self.slots.pool.kill(block=True, timeout=2)
             for work in list(self.in_flight):
                 self.handler.release([message for message in work.messages if not message.settled])
         waiter.kill(block=False)

@@ -35,8 +35,10 @@ class DaemonView(Protocol):
     config: Config
     registry: Registry
     poller: Poller
-    in_flight: set[Work]
     stopping: gevent.event.Event
+
+    @property
+    def in_flight(self) -> set[Work]: ...
 
     def are_loops_alive(self) -> bool: ...
 
