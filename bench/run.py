@@ -527,12 +527,13 @@ class Bench:
 
     def profile(self, kind: str = "daemon", messages: int = 20000) -> dict[str, Any]:
         """py-spy on a worker under the throughput scenario (concurrency 50, instant sink)."""
-        py_spy = shutil.which("py-spy")
+        here = os.path.dirname(sys.executable)  # a venv's scripts, when its bin is not on PATH
+        py_spy = shutil.which("py-spy") or shutil.which("py-spy", path=here)
         if py_spy is None:
             log("bench: installing py-spy (bench/requirements.txt) for the profile ...")
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
                             str(harness.BENCH / "requirements.txt")], check=False)
-            py_spy = shutil.which("py-spy")
+            py_spy = shutil.which("py-spy") or shutil.which("py-spy", path=here)
         if py_spy is None:
             return {"error": "py-spy is not installed"}
         name = unique(f"profile-{kind}")
