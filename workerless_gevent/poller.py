@@ -1,4 +1,5 @@
-"""Hands work to free delivery slots: ready queues are received from on demand, idle ones watched.
+"""Chooses work for free delivery slots: a fresh strategy order per slot, FIFO-aware takes from the
+queues' buffers; the receiving behind the buffers is `receiving.Receiver`'s.
 
 A queue is *ready* while its last receive returned messages and *idle* once one came back empty.
 An idle queue gets exactly one watcher greenlet that long-polls it until something arrives, so
@@ -7,7 +8,6 @@ a new message wakes the daemon at once and idle cost is one request per queue pe
 
 from __future__ import annotations
 
-import logging
 import math
 import random
 import time
@@ -17,32 +17,11 @@ from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
-import gevent.pool
 
-from .errors import AWS_ERRORS, describe_error, error_code
 from .message import Message
 from .ordering import Strategy
-from .metrics import OVERALL
+from .receiving import Admit, Count, Receiver, moving_average
 from .sqs import SqsQueue
-from .supervision import spawn_supervised
-from .logs import fields
-
-logger = logging.getLogger(__name__)
-
-CREDENTIAL_CODES = ("SignatureDoesNotMatch", "InvalidClientTokenId", "RequestExpired", "InvalidSignatureException",
-                    "AccessDenied", "AccessDeniedException", "ExpiredToken", "UnrecognizedClientException")
-
-MAX_BACKOFF_SECONDS = 10.0  # a failing queue is tried again at least this often: it heals within that
-MAX_RECEIVES_PER_QUEUE = 32  # 320 messages per round trip: 6,400 a second at 50 ms
-AHEAD_PER_SLOT = 8  # the most deliveries per slot that receives ahead count on during one round trip
-# A queue whose receives keep failing is logged at WARNING when it starts, after these many seconds
-# of failing, then every REPEAT_WARNING_SECONDS: never silent, never a flood.
-WARN_AFTER_SECONDS = (60.0, 300.0)
-REPEAT_WARNING_SECONDS = 900.0
-SMOOTHING = 0.1  # weight of the newest sample in the moving averages of receive time and delivery pace
-
-Admit = Callable[[SqsQueue, list[Message]], list[Message]]
-Count = Callable[[str, str], None]
 
 
 @dataclass(eq=False)
@@ -89,7 +68,9 @@ class Poller:
         self.admit = admit
         self.count = count or (lambda queue, name: None)
         self.wake = gevent.event.Event()
-        self.receivers = gevent.pool.Group()
+        self.receiver = Receiver(batch_size=batch_size, poll_for_seconds=poll_for_seconds, sleep_seconds=sleep_seconds,
+                                 rng=rng, stopping=stopping, admit=admit, count=self.count, wake=self.wake,
+                                 pace=lambda: self.finish_interval)
         self.tick = 0
         self.last_finish = 0.0
         self.finish_interval = math.inf  # moving average of the time between two deliveries ending
@@ -110,9 +91,9 @@ class Poller:
                     continue
                 work = self._take(state)
                 if work is not None:
-                    self._receive_ahead(state, free_slots - 1, busy_slots)
+                    self.receiver.receive_ahead(state, free_slots - 1, busy_slots)
                     return work
-                if self._receive_for(state, free_slots):
+                if self.receiver.receive_for(state, free_slots):
                     break  # its messages are on their way: queues after it wait, so priority holds
             waits = [seconds for seconds in pause_seconds if seconds > 0]
             gevent.wait([self.wake, self.stopping], count=1, timeout=min(waits) if waits else None)
@@ -142,10 +123,7 @@ class Poller:
         hide its messages for a visibility timeout; so while deliveries drain, watchers may finish
         their poll (the loop ends since stopping is set) and what they got is handed back later.
         """
-        self.receivers.join(timeout=5)  # short receives: let them land so their messages are released
-        if cancel_watchers:
-            watchers = [state.watcher for state in self.states if state.watcher is not None]
-            gevent.killall(watchers, block=True, timeout=2)
+        self.receiver.stop(self.states, cancel_watchers)
         buffered: list[Message] = []
         for state in self.states:
             if cancel_watchers:
@@ -174,162 +152,3 @@ class Poller:
             if len(taken) >= state.take_size:
                 break
         return Work(state, taken) if taken else None
-
-    def _receive_for(self, state: QueueState, free_slots: int) -> bool:
-        """Start receives on an emptied ready queue, one per batch the free slots can take at once
-        (one round trip per batch would cap a queue at 10 messages per SQS latency); True while
-        any is in flight."""
-        if not state.is_ready or state.buffer or state.watcher is not None:
-            return False  # a buffer held back by busy FIFO groups is the one batch we keep
-        wanted = min(state.receive_width, -(-free_slots * state.take_size // self.batch_size))
-        while state.receiving < wanted:
-            self._start_receive(state)
-        return state.receiving > 0
-
-    def _receive_ahead(self, state: QueueState, free_slots: int, busy_slots: int) -> None:
-        """On a standard queue with a backlog, keep enough receives on their way that the buffer never
-        runs dry: messages for the other free slots, and for the deliveries that will end while a receive
-        is on its way (Little's law: the recent pace of deliveries times the receive round trip; on a
-        real network that is several receives in flight, not one)."""
-        if not state.is_ready or state.watcher is not None or state.queue.config.is_fifo:
-            return
-        slots = free_slots + busy_slots
-        soon = min(state.receive_seconds / self.finish_interval, AHEAD_PER_SLOT * slots)
-        wanted = (free_slots + soon) * state.take_size
-        coming = len(state.buffer) + state.receiving * self.batch_size
-        while coming < wanted and state.receiving < state.receive_width:
-            self._start_receive(state)
-            coming += self.batch_size
-
-    def _start_receive(self, state: QueueState) -> None:
-        state.receiving += 1
-        self.receivers.spawn(self._receive_now, state)
-
-    def _receive_now(self, state: QueueState) -> None:
-        started = time.monotonic()
-        failed = False
-        try:
-            messages = self._receive(state, 0)
-            state.receive_seconds = moving_average(state.receive_seconds, time.monotonic() - started)
-            self._note_success(state)
-            state.short_failures = 0
-        except AWS_ERRORS as error:
-            # One failure (after the wire's own retries) on a busy queue is a blip: keep receiving. Two in a
-            # row hand the queue to its watcher, which backs off.
-            failed = True
-            state.short_failures += 1
-            state.last_error = describe_error(error)
-            if state.short_failures == 1:
-                logger.info("queue=%s receive failed, trying again: %s", state.queue.name, state.last_error,
-                            extra=fields(queue=state.queue.name))
-            else:
-                log = logger.warning if state.failing_since is None else logger.debug
-                log("queue=%s receive failed, watching it instead: %s", state.queue.name, state.last_error,
-                    extra=fields(queue=state.queue.name))
-                state.failing_since = state.failing_since or time.monotonic()
-            messages = []
-        except Exception:  # the watcher takes over, with its backoff
-            self.count(OVERALL, "InternalErrors")
-            logger.error("queue=%s receive raised unexpectedly, watching it instead", state.queue.name, exc_info=True,
-                         extra=fields(queue=state.queue.name))
-            messages = []
-        finally:
-            state.receiving -= 1
-        # Full batches mean a backlog: widen to more receives at once. A short one halves the width (real
-        # SQS answers short receives with fewer messages now and then, backlog or not); an empty one
-        # narrows it back to one.
-        if len(messages) >= self.batch_size:
-            state.receive_width = min(MAX_RECEIVES_PER_QUEUE, state.receive_width * 2)
-        else:
-            state.receive_width = max(1, state.receive_width // 2) if messages else 1
-        if not messages and not (failed and state.short_failures == 1):
-            state.is_ready = False  # no more receives on it; the last one in flight decides what next
-        if not state.receiving and not state.is_ready and state.watcher is None:
-            if state.buffer:
-                state.is_ready = True  # another receive brought messages: try again once they are taken
-            elif not self.stopping.is_set():
-                self._go_idle(state)
-        self.wake.set()
-
-    def _receive(self, state: QueueState, wait_seconds: int) -> list[Message]:
-        messages = state.queue.receive(self.batch_size, wait_seconds)
-        admitted = self.admit(state.queue, messages)
-        state.buffer.extend(admitted)
-        return messages
-
-    def _go_idle(self, state: QueueState) -> None:
-        state.is_ready = False
-        state.watcher = spawn_supervised(f"queue={state.queue.name} watcher", lambda: self._watch(state),
-                                         self.stopping, self.count, self.rng)
-
-    def _watch(self, state: QueueState) -> None:
-        """Long-poll one idle queue until it yields messages, backing off on its own errors."""
-        while not self.stopping.is_set():
-            try:
-                messages = self._receive(state, self.poll_for_seconds)
-            except AWS_ERRORS as error:
-                self._back_off(state, error)
-                continue
-            except Exception as error:  # a malformed reply or a bug must not silence this queue for good
-                self.count(OVERALL, "InternalErrors")
-                logger.error("queue=%s receive raised unexpectedly", state.queue.name, exc_info=True, extra=fields(queue=state.queue.name))
-                self._back_off(state, error)
-                continue
-            self._note_success(state)
-            state.is_drained = not messages
-            if messages:
-                state.is_ready = True
-                state.watcher = None
-                self.wake.set()
-                return
-            if self.sleep_seconds:
-                self.stopping.wait(self.sleep_seconds)
-
-    def _back_off(self, state: QueueState, error: BaseException) -> None:
-        # Full jitter between 1 s and a cap that doubles up to 10 s: a dead endpoint is never hot-looped.
-        state.failures += 1
-        now = time.monotonic()
-        state.failing_since = state.failing_since or now
-        failing_seconds = now - state.failing_since
-        state.last_error = describe_error(error)
-        seconds = self.rng.uniform(1.0, min(MAX_BACKOFF_SECONDS, 2.0 ** min(state.failures, 5)))
-        if state.failures == 1 and error_code(error).endswith(CREDENTIAL_CODES):
-            logger.error("queue=%s receive refused: %s. Check the credentials, and the clock: SQS rejects "
-                         "requests signed more than 5 minutes off. Retrying in %.1fs",
-                         state.queue.name, describe_error(error), seconds, extra=fields(queue=state.queue.name))
-            state.warnings_logged = 1
-        elif state.failures == 1 or failing_seconds >= warning_due_seconds(state.warnings_logged):
-            logger.warning("queue=%s receive failed (%d in a row), retrying in %.1fs: %s; failing for %s, "
-                           "nothing is received from it meanwhile", state.queue.name, state.failures, seconds,
-                           describe_error(error), duration_text(failing_seconds), extra=fields(queue=state.queue.name))
-            state.warnings_logged += 1
-        else:
-            logger.debug("queue=%s receive failed (%d in a row), retrying in %.1fs: %s",
-                         state.queue.name, state.failures, seconds, describe_error(error), extra=fields(queue=state.queue.name))
-        self.stopping.wait(seconds)
-
-    def _note_success(self, state: QueueState) -> None:
-        if state.failing_since is not None:
-            logger.warning("queue=%s receiving again after %d failures over %s", state.queue.name, state.failures,
-                           duration_text(time.monotonic() - state.failing_since), extra=fields(queue=state.queue.name))
-        state.failures = 0
-        state.failing_since = None
-        state.warnings_logged = 0
-
-
-def moving_average(average: float, sample: float) -> float:
-    """Exponentially smoothed; an average of 0 or infinity means no sample yet."""
-    if average == 0 or average == math.inf:
-        return sample
-    return average + SMOOTHING * (sample - average)
-
-
-def warning_due_seconds(warnings_logged: int) -> float:
-    """How long a queue must have failed before its next WARNING: 1 min, 5 min, then every 15 min."""
-    if warnings_logged <= len(WARN_AFTER_SECONDS):
-        return WARN_AFTER_SECONDS[warnings_logged - 1] if warnings_logged else 0.0
-    return WARN_AFTER_SECONDS[-1] + REPEAT_WARNING_SECONDS * (warnings_logged - len(WARN_AFTER_SECONDS))
-
-
-def duration_text(seconds: float) -> str:
-    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}min"
