@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent.event
 
-from .config import Config, LambdaTargetConfig
+from .config import Config, LambdaTargetConfig, wire_services
 from .session import build_session, service_endpoint, trusted_ca_bundle
 from .sqs_wire import SqsWire, proxy_for
 
@@ -63,7 +63,7 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
             **endpoint,
         )
     lambda_: Any = None
-    if any(isinstance(target, LambdaTargetConfig) for target in config.targets.values()):
+    if "lambda" in wire_services(config):
         lambda_url = service_endpoint(session, "lambda", region, config.aws.endpoint_url)
         if lambda_url is not None and proxy_for(lambda_url) is None:  # as for SQS
             lambda_ = build_lambda_wire(config, region, lambda_url, session.get_credentials(), ca_bundle)

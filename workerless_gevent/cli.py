@@ -54,7 +54,7 @@ from typing import Any
 from docopt import DocoptExit, docopt
 
 from . import __version__
-from .config import AwsConfig, Config
+from .config import AwsConfig, Config, wire_services
 from .errors import ConfigError, ExitStatus, StartupError
 from .loading import OPTION_NAMES, load_config
 from .logs import configure_logging
@@ -68,7 +68,7 @@ REPEATABLE_OPTIONS = ("--attr",)
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None, early: Any = None) -> int:
-    """`early`: an aws_child.EarlyResolution started on the same command line (the entry function starts one)."""
+    """`early`: the aws_child.EarlyResolution the entry function started, waiting for a request."""
     try:
         return command(argv, env, early)
     finally:
@@ -108,14 +108,6 @@ def runs_on_the_wire_alone(config: Config) -> bool:
     """No botocore client needed (aws_child): no CloudWatch metrics, no DynamoDB claims."""
     claims = config.periodic is not None and bool(config.periodic.claims_table)
     return not config.name and not claims
-
-
-def wire_services(config: Config) -> tuple[str, ...]:
-    """The services the daemon calls on its own wire: SQS, and Lambda with a Lambda target."""
-    from .config import LambdaTargetConfig
-
-    has_lambda = any(isinstance(target, LambdaTargetConfig) for target in config.targets.values())
-    return ("sqs", "lambda") if has_lambda else ("sqs",)
 
 
 def run_with_child(config: Config, env: Mapping[str, str], early: Any = None) -> int:

@@ -277,3 +277,9 @@ def has_valid_port(url: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def wire_services(config: Config) -> tuple[str, ...]:
+    """The services the daemon calls on its own wire: SQS, and Lambda with a Lambda target."""
+    has_lambda = any(isinstance(target, LambdaTargetConfig) for target in config.targets.values())
+    return ("sqs", "lambda") if has_lambda else ("sqs",)

@@ -20,27 +20,23 @@ import io
 import json
 import random
 import ssl
-import sys
 import time
 import urllib.parse
 from http.client import HTTPException
 from typing import Any
 
-import botocore
 import botocore.exceptions
 import gevent.socket
 
-from . import __version__
 from .http_wire import STALE_ERRORS, Connections, host_header, post_request, tls_context
 from .retries import Retrier, retry_cost
 from .sigv4 import MAX_CACHED_TARGETS, RestSigner
+from .sqs_wire import USER_AGENT  # one User-Agent for every call of our own wire
 
 SIGNING_NAME = "lambda"
 INVOKE_PATH = "/2015-03-31/functions/{}/invocations"
 URI_SAFE = "-._~"  # botocore's percent_encode: everything else in a name, ARN or qualifier is escaped
 KEEPALIVE_IDLE_SECONDS = 30.0
-USER_AGENT = (f"workerless/{__version__} botocore/{botocore.__version__} "
-              f"python/{sys.version_info.major}.{sys.version_info.minor}")
 # Output members bound to headers, as botocore's model names them.
 HEADER_MEMBERS = (("FunctionError", "x-amz-function-error"), ("LogResult", "x-amz-log-result"),
                   ("ExecutedVersion", "x-amz-executed-version"),

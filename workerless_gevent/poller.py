@@ -60,17 +60,12 @@ class Poller:
                  count: Count | None = None) -> None:
         self.states = list(states)
         self.strategy = strategy
-        self.batch_size = batch_size
-        self.poll_for_seconds = poll_for_seconds
-        self.sleep_seconds = sleep_seconds
         self.rng = rng
         self.stopping = stopping
-        self.admit = admit
-        self.count = count or (lambda queue, name: None)
         self.wake = gevent.event.Event()
         self.receiver = Receiver(batch_size=batch_size, poll_for_seconds=poll_for_seconds, sleep_seconds=sleep_seconds,
-                                 rng=rng, stopping=stopping, admit=admit, count=self.count, wake=self.wake,
-                                 pace=lambda: self.finish_interval)
+                                 rng=rng, stopping=stopping, admit=admit, count=count or (lambda queue, name: None),
+                                 wake=self.wake, pace=lambda: self.finish_interval)
         self.tick = 0
         self.last_finish = 0.0
         self.finish_interval = math.inf  # moving average of the time between two deliveries ending

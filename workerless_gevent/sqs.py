@@ -44,7 +44,6 @@ class SqsQueue:
 
     def __init__(self, sqs: Any, config: QueueConfig, url: str, arn: str, count: Callable[[str, str], None],
                  wire: SqsWire | None = None, rng: random.Random | None = None) -> None:
-        self.sqs = sqs
         # every call (receive, batches, send): an sqs_wire.SqsWire when given, else the boto3 client
         self.hot: SqsCalls = sqs if wire is None else wire
         self.config = config

@@ -48,16 +48,22 @@ def credentials_endpoint() -> Iterator[CredentialsEndpoint]:
     endpoint.server.stop()
 
 
+def start_on_container_credentials(daemon: Callable[..., Daemon], proxied_env: dict[str, str],
+                                   endpoint: CredentialsEndpoint, queue: Queue, app: HttpApp) -> Daemon:
+    """The daemon with no keys in its environment: botocore's chain finds the container endpoint."""
+    env = {key: value for key, value in proxied_env.items() if key not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = endpoint.url
+    proc = daemon([f"--queues={queue.name}", f"--http={app.url}/work", "--concurrency=2", "--poll-for=1"], env=env)
+    proc.wait_for_output("workerless started", timeout=60)
+    return proc
+
+
 def test_temporary_credentials_are_renewed_before_they_expire_and_signed_with(
     daemon: Callable[..., Daemon], proxied_env: dict[str, str], counting_proxy: CountingProxy,
     credentials_endpoint: CredentialsEndpoint, http_app: HttpApp, sqs: Any, make_queue: Callable[..., Queue],
 ) -> None:
     queue = make_queue()
-    env = {key: value for key, value in proxied_env.items() if key not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = credentials_endpoint.url
-    proc = daemon([f"--queues={queue.name}", f"--http={http_app.url}/work", "--concurrency=2", "--poll-for=1"],
-                  env=env)
-    proc.wait_for_output("workerless started", timeout=60)
+    proc = start_on_container_credentials(daemon, proxied_env, credentials_endpoint, queue, http_app)
 
     def tokens_signed_with() -> set[str | None]:
         return {request.security_token for request in counting_proxy.requests if request.action == "ReceiveMessage"}
@@ -78,11 +84,7 @@ def test_a_failing_renewal_keeps_the_current_credentials_and_tries_again(
     credentials_endpoint: CredentialsEndpoint, http_app: HttpApp, sqs: Any, make_queue: Callable[..., Queue],
 ) -> None:
     queue = make_queue()
-    env = {key: value for key, value in proxied_env.items() if key not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = credentials_endpoint.url
-    proc = daemon([f"--queues={queue.name}", f"--http={http_app.url}/work", "--concurrency=2", "--poll-for=1"],
-                  env=env)
-    proc.wait_for_output("workerless started", timeout=60)
+    proc = start_on_container_credentials(daemon, proxied_env, credentials_endpoint, queue, http_app)
     credentials_endpoint.server.stop()  # renewals fail from now on
     proc.wait_for_output("AWS credentials not renewed", timeout=60)
     sqs.send_message(QueueUrl=queue.url, MessageBody="still signed")
