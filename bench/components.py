@@ -4,7 +4,7 @@ a ReceiveMessage of 10 (all attributes), a DeleteMessageBatch of 10, and one POS
 (50 at a time through one geventhttpclient, as the baseline does). Their sum per message,
 POST + (receive + delete) / 10, is the floor for a daemon built on these libraries on this
 machine: whatever the baseline spends above it is its own overhead. The same POST through the
-daemon's own HTTP client (`workerless_gevent/http_wire.py`) is measured too, for comparison.
+daemon's own HTTP client (`workerless_gevent/wire/http.py`) is measured too, for comparison.
 
 Usage: components.py QUEUE_URL SINK_URL ROUNDS   (QUEUE_URL must hold ROUNDS*10 messages)
 Prints one JSON object. AWS endpoint and credentials come from the environment.
@@ -26,7 +26,7 @@ import gevent.pool  # noqa: E402
 from geventhttpclient import HTTPClient  # noqa: E402
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
-from workerless_gevent.http_wire import Connections  # noqa: E402
+from workerless_gevent.wire.http import Connections  # noqa: E402
 
 
 def cpu_per(count: int, action) -> float:

@@ -228,7 +228,7 @@ class Bench:
             result = json.loads(done.stdout.strip().splitlines()[-1])
             log(f"  components run {index + 1}: receive(10) {result['receive_10_us']:.0f} us, delete batch(10) "
                 f"{result['delete_batch_10_us']:.0f} us, POST {result['post_us_at_50']:.0f} us "
-                f"-> floor {result['floor_us_per_msg']:.0f} us/msg; POST via http_wire "
+                f"-> floor {result['floor_us_per_msg']:.0f} us/msg; POST via wire.http "
                 f"{result['http_wire_post_us_at_50']:.0f} us")
             runs.append(result)
         keys = ("receive_10_us", "delete_batch_10_us", "post_us_at_50", "post_us_one_at_a_time",
@@ -649,21 +649,21 @@ def frame_name(frame: str) -> str:
     return f"{name} ({location})" if location else name
 
 
-# The daemon's hot SQS calls (workerless_gevent/sqs_wire.py): the SqsWire method names the action.
-WIRE_FILE = "workerless_gevent/sqs_wire.py"
+# The daemon's hot SQS calls (workerless_gevent/wire/sqs.py): the SqsWire method names the action.
+WIRE_FILE = "workerless_gevent/wire/sqs.py"
 WIRE_ACTIONS = {"receive_message": "ReceiveMessage", "delete_message_batch": "DeleteMessageBatch",
                 "change_message_visibility_batch": "ChangeMessageVisibilityBatch"}
 # Frames that only signing reaches: the daemon's sigv4.Signer, and botocore's SigV4 with its helpers
 # (botocore's credentials are also what Signer reads, through get_frozen_credentials).
-SIGNING_FILES = ("workerless_gevent/sigv4.py", "botocore/auth.py", "botocore/awsrequest.py",
+SIGNING_FILES = ("workerless_gevent/wire/sigv4.py", "botocore/auth.py", "botocore/awsrequest.py",
                  "botocore/credentials.py", "botocore/compat.py", "botocore/utils.py")
-HTTP_FILES = ("geventhttpclient/", "workerless_gevent/http_wire.py")
+HTTP_FILES = ("geventhttpclient/", "workerless_gevent/wire/http.py")
 # The POST to the app: the daemon's HTTP target, or the baseline's slot loop.
 POST_FILES = ("workerless_gevent/targets/http.py", "baseline.py")
 
 
 def function_of(frame: str) -> str:
-    """'SqsWire.receive_message (workerless_gevent/sqs_wire.py:96)' -> 'receive_message'."""
+    """'SqsWire.receive_message (workerless_gevent/wire/sqs.py:96)' -> 'receive_message'."""
     return frame.split(" (", 1)[0].rsplit(".", 1)[-1]
 
 
@@ -671,18 +671,18 @@ def classify(frames: list[str]) -> str:
     """The area a sample belongs to: which SQS call (named by its action or its caller), the POST to the
     app, or our own code.
 
-    The daemon's receive, delete and visibility batches go through sqs_wire.SqsWire (sigv4 + http_wire
-    + json), so a sample anywhere under a sqs_wire.py frame, its signing and its HTTP exchange
+    The daemon's receive, delete and visibility batches go through wire.sqs.SqsWire (sigv4 + wire.http
+    + json), so a sample anywhere under a wire/sqs.py frame, its signing and its HTTP exchange
     included, counts to that SQS action, not to the POST. Other botocore samples are client calls
     (the daemon's start-up calls; every SQS call of the baseline), named by their caller. HTTP code
-    (http_wire, or geventhttpclient for the baseline) under targets/http.py or the baseline's slot
+    (wire.http, or geventhttpclient for the baseline) under targets/http.py or the baseline's slot
     is the POST."""
     for index, frame in enumerate(frames):
         if WIRE_FILE in frame:
             action = next((WIRE_ACTIONS[function_of(f)] for f in frames[index:] if WIRE_FILE in f
                            and function_of(f) in WIRE_ACTIONS), "call, action not in the stack")
             caller = frames[index - 1] if index else "?"
-            return f"SQS {action} via sqs_wire, from {caller}"
+            return f"SQS {action} via wire.sqs, from {caller}"
         if "botocore/" in frame:
             ours = [f for f in frames[index:] if "botocore/" in f]
             if index == 0 and any("botocore/auth.py" in f for f in ours) \
@@ -692,7 +692,7 @@ def classify(frames: list[str]) -> str:
             return f"SQS call via botocore, from {caller}"
     if any(marker in frame for frame in frames for marker in HTTP_FILES):
         if any(marker in frame for frame in frames for marker in POST_FILES):
-            return "HTTP POST to the app (http_wire; the baseline: geventhttpclient)"
+            return "HTTP POST to the app (wire.http; the baseline: geventhttpclient)"
         return "HTTP code, caller not in the stack"
     own = [frame for frame in frames if "workerless_gevent/" in frame or "baseline.py" in frame]
     if own:
@@ -701,7 +701,7 @@ def classify(frames: list[str]) -> str:
 
 
 def wire_part(frames: list[str]) -> str | None:
-    """Inside a sqs_wire call, where the time goes: signing, the HTTP exchange, JSON, parsing, the rest."""
+    """Inside a wire.sqs call, where the time goes: signing, the HTTP exchange, JSON, parsing, the rest."""
     start = next((index for index, frame in enumerate(frames) if WIRE_FILE in frame), None)
     if start is None:
         return None
@@ -710,7 +710,7 @@ def wire_part(frames: list[str]) -> str | None:
     if any(marker in f for f in inner for marker in SIGNING_FILES):
         return "SigV4 signing (sigv4.Signer.headers)"
     if any(marker in f for f in inner for marker in HTTP_FILES):
-        return "HTTP request and response (http_wire.Connections.exchange)"
+        return "HTTP request and response (wire.http.Connections.exchange)"
     if any(f.startswith(("dumps ", "loads ")) or "json/" in f for f in inner):
         return "JSON encode/decode (json.dumps, json.loads)"
     if "parse_message" in wire_functions or "parse_attribute_value" in wire_functions:
@@ -851,7 +851,7 @@ def table_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         for key, label in (("receive_10_us", "part: ReceiveMessage(10) CPU us"),
                            ("delete_batch_10_us", "part: DeleteMessageBatch(10) CPU us"),
                            ("post_us_at_50", "part: one POST CPU us (50 at a time)"),
-                           ("http_wire_post_us_at_50", "part: one POST via http_wire CPU us (50 at a time)"),
+                           ("http_wire_post_us_at_50", "part: one POST via wire.http CPU us (50 at a time)"),
                            ("floor_us_per_msg", "floor: POST + (receive+delete)/10")):
             if key in parts:
                 rows.append((label, cell(parts[key], 0), "", ""))
@@ -931,7 +931,7 @@ def print_report(results: dict[str, Any]) -> None:
             us = f"{row['us_per_msg']:6.1f} us/msg" if row["us_per_msg"] is not None else ""
             print(f"  {row['share']:6.1%}  {us}  {row['function']}")
         if profile.get("sqs_wire_parts"):
-            print("  within the sqs_wire calls (share of all samples):")
+            print("  within the wire.sqs calls (share of all samples):")
             for row in profile["sqs_wire_parts"]:
                 us = f"{row['us_per_msg']:6.1f} us/msg" if row["us_per_msg"] is not None else ""
                 print(f"    {row['share']:6.1%}  {us}  {row['function']}")

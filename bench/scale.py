@@ -241,13 +241,13 @@ def startup_breakdown(bench: Any) -> dict[str, Any]:
     probe = {key: spread([p[key] for p in probes]) for key in ("interpreter_ms", "patch_ms", "imports_ms")}
     probe["modules"] = probes[-1]["modules"]
     probe["missing"] = probes[-1]["missing"]
-    child = []  # the credentials child alone (workerless_gevent/aws_child.py), in a checkout that has one
-    if (Path(root) / "workerless_gevent" / "aws_child.py").exists():
+    child = []  # the credentials child alone (workerless_gevent/aws/child.py), in a checkout that has one
+    if (Path(root) / "workerless_gevent" / "aws/child.py").exists():
         request = json.dumps({"profile": None, "region": None, "endpoint_url": None, "ca_bundle": None,
                               "origin": "startup probe", "services": ["sqs"]})
         for _ in range(3):  # the renewal form: botocore's import and the resolution, nothing overlapped
             began = time.monotonic()
-            subprocess.run([sys.executable, "-P", "-m", "workerless_gevent.aws_child", request], check=True,
+            subprocess.run([sys.executable, "-P", "-m", "workerless_gevent.aws.child", request], check=True,
                            cwd=root, env={**harness.worker_env(bench.fauxqs.url), "PYTHONPATH": root},
                            capture_output=True, timeout=60)
             child.append((time.monotonic() - began) * 1000)
@@ -527,7 +527,7 @@ def details(scenario: dict[str, Any]) -> list[str]:
              f"  probe: imports the daemon made before 'started'     {imports:7.1f} ms "
              f"({probe['modules']} top-level modules)"]
     if br.get("credentials_child_ms"):
-        lines.append(f"  credentials child alone, start to exit (aws_child; beside the above) "
+        lines.append(f"  credentials child alone, start to exit (aws.child; beside the above) "
                      f"{br['credentials_child_ms']['median']:7.1f} ms")
     if med["started_s"] is not None:
         rest = med["started_s"] * 1000 - interp - patch - imports

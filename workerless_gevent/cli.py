@@ -54,11 +54,11 @@ from typing import Any
 from docopt import DocoptExit, docopt
 
 from . import __version__
-from .config import AwsConfig, Config, wire_services
+from .aws.session import open_session
+from .config.loading import OPTION_NAMES, load_config
+from .config.model import AwsConfig, Config, wire_services
 from .errors import ConfigError, ExitStatus, StartupError
-from .loading import OPTION_NAMES, load_config
 from .logs import configure_logging
-from .session import open_session
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ REPEATABLE_OPTIONS = ("--attr",)
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None, early: Any = None) -> int:
-    """`early`: the aws_child.EarlyResolution the entry function started, waiting for a request."""
+    """`early`: the aws.child.EarlyResolution the entry function started, waiting for a request."""
     try:
         return command(argv, env, early)
     finally:
@@ -105,23 +105,23 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
 
 
 def runs_on_the_wire_alone(config: Config) -> bool:
-    """No botocore client needed (aws_child): no CloudWatch metrics, no DynamoDB claims."""
+    """No botocore client needed (aws.child): no CloudWatch metrics, no DynamoDB claims."""
     claims = config.periodic is not None and bool(config.periodic.claims_table)
     return not config.name and not claims
 
 
 def run_with_child(config: Config, env: Mapping[str, str], early: Any = None) -> int:
-    """The daemon with region, endpoint and credentials from `aws_child`, which runs while this process
+    """The daemon with region, endpoint and credentials from `aws.child`, which runs while this process
     imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
     endpoints), the daemon resolves in-process as before. ConfigError goes up (exit 2)."""
-    from .aws_child import ChildCredentials, ChildResolution
-    from .sqs_wire import proxy_for
+    from .aws.child import ChildCredentials, ChildResolution
+    from .wire.sqs import proxy_for
 
     services = wire_services(config)
     if early is not None:
         early.ask(config.aws, config.source, services)
     resolution = early or ChildResolution(config.aws, config.source, services)
-    from .aws import Clients, build_lambda_wire, build_sqs_wire
+    from .aws.clients import Clients, build_lambda_wire, build_sqs_wire
     from .daemon import Daemon  # noqa: F401  (imported while the child works)
 
     try:
@@ -201,7 +201,7 @@ def describe_usage_error(arguments: Sequence[str]) -> str:
 
 def run(config: Config, session: Any, region: str, where: str, clients: Any = None) -> int:
     """The daemon on `clients` (aws.Clients), or on clients built from `session`."""
-    from .aws import build_clients
+    from .aws.clients import build_clients
     from .daemon import Daemon
     from .metrics import Registry
 
@@ -235,7 +235,7 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
         for warning in dead_letter_warnings(config):
             print(f"warning: {warning}", file=sys.stderr)
         return ExitStatus.OK
-    from .aws import build_clients
+    from .aws.clients import build_clients
     from .metrics import Registry
 
     try:
@@ -253,7 +253,7 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
 def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
     """Enqueue one message: for operators and demos, using the config's [aws] settings if given."""
     from .errors import AWS_ERRORS, describe_error
-    from .session import trusted_ca_bundle
+    from .aws.session import trusted_ca_bundle
 
     attributes = {}
     for item in args["--attr"]:

@@ -12,19 +12,19 @@ import urllib.parse
 import gevent
 import gevent.event
 
-from .aws import Clients
-from .cloudwatch import MetricsFlusher
-from .config import Config, HttpTargetConfig
-from .handler import Handler
-from .heartbeat import Leases
+from .aws.clients import Clients
+from .config.model import Config, HttpTargetConfig
+from .delivery.leases import Leases
+from .delivery.ordering import STRATEGIES
+from .delivery.outcomes import Settler
+from .delivery.poller import Poller, QueueRow, QueueState, Work
+from .delivery.slots import MessageRow, Slots
 from .metrics import Registry
-from .ordering import STRATEGIES
-from .periodic import build_scheduler
-from .poller import Poller, QueueState, Work
-from .slots import Slots
-from .supervision import spawn_supervised
+from .observability.cloudwatch import MetricsFlusher
+from .observability.status import StatusServer
+from .periodic.scheduler import build_scheduler
 from .setup import Parts, build_parts, dead_letter_warnings
-from .status import StatusServer, count_in_flight
+from .supervision import spawn_supervised
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,8 @@ class Daemon:
         self.clients = clients
         self.parts: Parts = build_parts(config, clients, registry, rng)
         self.leases = Leases(self.parts.queues)
-        self.handler = Handler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases)
+        self.settler = Settler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases,
+                               finish=lambda work, failed_groups: self.poller.finish(work, failed_groups))
         self.stopping = gevent.event.Event()
         self.forced = gevent.event.Event()
         self.stopped = gevent.event.Event()
@@ -46,11 +47,10 @@ class Daemon:
         states = [self.queue_state(queue.name) for queue in config.queues]
         self.poller = Poller(states, STRATEGIES[config.polling.strategy], batch_size=config.polling.batch_size,
                              poll_for_seconds=config.polling.poll_for, sleep_seconds=config.polling.sleep,
-                             rng=rng, stopping=self.stopping, admit=self.handler.admit, count=registry.count)
-        self.slots = Slots(config, self.parts, self.poller, self.handler, self.leases, registry, self.stopping,
-                           self.request_stop)
+                             rng=rng, stopping=self.stopping, admit=self.settler.admit, count=registry.count)
+        self.slots = Slots(config, self.parts, self.poller, self.settler, registry, self.stopping, self.request_stop)
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
-        registry.track_gauge("InFlight", lambda: count_in_flight(self.in_flight, self.parts.queues))
+        registry.track_gauge("InFlight", lambda: self.slots.in_flight_by_queue(self.parts.queues))
         self.status_server = StatusServer(config.status_listen, self) if config.status_listen else None
         self.scheduler = build_scheduler(config, clients, self.parts.queues, rng)
         self.rng = rng
@@ -116,9 +116,15 @@ class Daemon:
     def in_flight(self) -> set[Work]:
         return self.slots.in_flight
 
+    def queue_rows(self) -> list[QueueRow]:
+        return self.poller.rows()
+
+    def message_rows(self) -> list[MessageRow]:
+        return self.slots.message_rows()
+
     def shut_down(self) -> None:
         """Release the buffer at once, give deliveries their grace period, then release the rest."""
-        self.handler.release(self.poller.stop(cancel_watchers=bool(not self.in_flight)))
+        self.settler.release(self.poller.stop(cancel_watchers=bool(not self.in_flight)))
         self.flush_queues()
         waiter = gevent.spawn(self.slots.pool.join)
         gevent.wait([waiter, self.forced], count=1, timeout=self.config.shutdown_timeout)
@@ -126,9 +132,9 @@ class Daemon:
             logger.warning("%d deliveries still running after the grace period; releasing them", len(self.in_flight))
             self.slots.pool.kill(block=True, timeout=2)
             for work in list(self.in_flight):
-                self.handler.release([message for message in work.messages if not message.settled])
+                self.settler.abandon(work)
         waiter.kill(block=False)
-        self.handler.release(self.poller.stop())
+        self.settler.release(self.poller.stop())
         with gevent.Timeout(3, False):
             self.flush_queues()
         self.flusher.flush_final(timeout_seconds=2)

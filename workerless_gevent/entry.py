@@ -18,8 +18,8 @@ def main() -> int:
 
     early = None
     if len(sys.argv) > 1 and sys.argv[1] not in ("check", "send", "demo", "-h", "--help", "--version"):
-        # Region and credentials resolve in a child process while this one patches and imports (aws_child).
-        from .aws_child import EarlyResolution
+        # Region and credentials resolve in a child process while this one patches and imports (aws.child).
+        from .aws.child import EarlyResolution
 
         early = EarlyResolution()
     patch_gevent()

@@ -6,12 +6,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from .aws import Clients
+from .aws.clients import Clients
+from .config.model import Config, HttpTargetConfig, QueueConfig
+from .delivery.queue import SqsQueue
 from .errors import AWS_ERRORS, describe_error
-from .config import Config, HttpTargetConfig, QueueConfig
 from .errors import StartupError
 from .metrics import Registry
-from .sqs import SqsQueue
 from .targets import QueueInfo, Target
 from .targets.aws_lambda import LambdaTarget
 from .targets.http import HttpTarget

@@ -1,4 +1,4 @@
-"""Region and credentials come from botocore's chain run in a child process (workerless_gevent/aws_child.py):
+"""Region and credentials come from botocore's chain run in a child process (workerless_gevent/aws/child.py):
 temporary credentials are renewed before they expire, by a new child, and the wire signs with the new ones."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from gevent import pywsgi
 from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
 from tests.support.moto import free_port
 
-RENEW_BEFORE_SECONDS = 15 * 60  # aws_child renews this long before the expiry
+RENEW_BEFORE_SECONDS = 15 * 60  # aws.child renews this long before the expiry
 
 
 class CredentialsEndpoint:

@@ -37,7 +37,7 @@ def test_a_failed_delivery_is_logged_with_its_queue_message_target_and_outcome(
     wait_until(lambda: failures(), 30, message=lambda: proc.output()[-2000:])
     assert proc.stop(timeout=30) == 0
     record = failures()[0]
-    assert record["level"] == "WARNING" and record["logger"] == "workerless_gevent.handler"
+    assert record["level"] == "WARNING" and record["logger"] == "workerless_gevent.delivery.outcomes"
     assert (record["queue"], record["message_id"], record["target"]) == (queue.name, sent, "default")
     assert record["error_type"] and record["receive_count"] == 1
     assert f"message={sent}" in record["message"]  # the text stays as it was

@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.helpers import http_get, status_config
 from tests.support import Daemon, HttpApp, Queue, status_url, wait_until
-from workerless_gevent.status_page import render_page
+from workerless_gevent.observability.status_page import render_page
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT_COPY = Path("/tmp/status-screenshot.png")  # the one to look at after a run

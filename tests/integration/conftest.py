@@ -9,7 +9,7 @@ import pytest
 from tests.integration.helpers import build_sqs_queue
 from tests.support import Queue
 from workerless_gevent.metrics import Registry
-from workerless_gevent.sqs import SqsQueue
+from workerless_gevent.delivery.queue import SqsQueue
 
 
 @pytest.fixture

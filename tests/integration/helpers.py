@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from tests.support import Queue
-from workerless_gevent.config import QueueConfig
+from workerless_gevent.config.model import QueueConfig
 from workerless_gevent.message import Message
-from workerless_gevent.sqs import SqsQueue
+from workerless_gevent.delivery.queue import SqsQueue
 
 
 def build_sqs_queue(client: Any, queue: Queue, count: Callable[[str, str], None], **settings: Any) -> SqsQueue:

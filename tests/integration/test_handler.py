@@ -11,24 +11,24 @@ import gevent.event
 
 from tests.integration.helpers import receive_exactly
 from tests.support import Queue, count_messages, count_visible, drain_bodies, wait_until
-from workerless_gevent.handler import Handler
-from workerless_gevent.heartbeat import Leases
+from workerless_gevent.delivery.outcomes import Settler
+from workerless_gevent.delivery.leases import Leases
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
-from workerless_gevent.sqs import SqsQueue
+from workerless_gevent.delivery.queue import SqsQueue
 from workerless_gevent.targets import Outcome, Result
 
 FAILED = Outcome.failure("HTTP 500", "the app answered HTTP 500")
 
 
-def wire(registry: Registry, queue: SqsQueue, dlq: SqsQueue | None = None) -> tuple[Handler, Leases]:
+def wire(registry: Registry, queue: SqsQueue, dlq: SqsQueue | None = None) -> tuple[Settler, Leases]:
     queues = {queue.name: queue}
     leases = Leases(queues)
     dead_letter_queues = {queue.name: dlq} if dlq is not None else {}
-    return Handler(queues, dead_letter_queues, registry, leases), leases
+    return Settler(queues, dead_letter_queues, registry, leases), leases
 
 
-def receive_one(sqs: Any, queue: SqsQueue, handler: Handler, body: str = "x", **send: Any) -> Message:
+def receive_one(sqs: Any, queue: SqsQueue, handler: Settler, body: str = "x", **send: Any) -> Message:
     sqs.send_message(QueueUrl=queue.url, MessageBody=body, **send)
     (message,) = handler.admit(queue, receive_exactly(queue, 1))
     return message
@@ -43,7 +43,7 @@ def test_success_deletes(sqs: Any, sqs_queue: Callable[..., SqsQueue], registry:
     handler, leases = wire(registry, queue)
     message = receive_one(sqs, queue, handler)
     assert leases.in_flight() == 1
-    handler.settle(queue, message, Outcome.success(), "default")
+    handler.settle_message(queue, message, Outcome.success(), "default")
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="not deleted")
     assert leases.in_flight() == 0
     assert (registry.total("Received"), registry.total("Succeeded")) == (1, 1)
@@ -56,7 +56,7 @@ def test_failure_hides_the_message_for_the_error_visibility_timeout(
     handler, _ = wire(registry, queue)
     message = receive_one(sqs, queue, handler)
     failed_at = time.monotonic()
-    handler.settle(queue, message, FAILED, "default")
+    handler.settle_message(queue, message, FAILED, "default")
     wait_until(lambda: count_visible(sqs, queue.url) == 1, 10, message="not visible after the error timeout")
     assert 0.5 <= time.monotonic() - failed_at < 5  # 1 s, not the receive's 300 s
     assert registry.total("Failed") == 1 and registry.failure_types["HTTP 500"][0] == 1
@@ -70,7 +70,7 @@ def test_long_failure_delay_stays_within_twelve_hours_of_the_receive(
     queue = sqs_queue(visibility_timeout=1, error_visibility_timeout=43200)
     handler, _ = wire(registry, queue)
     message = receive_one(sqs, queue, handler)
-    handler.settle(queue, message, FAILED, "default")
+    handler.settle_message(queue, message, FAILED, "default")
     wait_until(lambda: settled_on_sqs(queue), 10, message="visibility change never sent")
     hidden_until = time.monotonic() + 3  # well past the receive's 1 s visibility timeout
     wait_until(lambda: time.monotonic() > hidden_until, 5)
@@ -84,7 +84,7 @@ def test_retry_outcome_hides_for_retry_after_and_counts_throttled(
     queue = sqs_queue(error_visibility_timeout=600)
     handler, _ = wire(registry, queue)
     message = receive_one(sqs, queue, handler)
-    handler.settle(queue, message, Outcome(Result.RETRY, "HTTP 429", "slow down", 1.2), "default")
+    handler.settle_message(queue, message, Outcome(Result.RETRY, "HTTP 429", "slow down", 1.2), "default")
     retried_at = time.monotonic()
     wait_until(lambda: count_visible(sqs, queue.url) == 1, 10, message="not visible after Retry-After")
     assert 1.0 <= time.monotonic() - retried_at < 5  # ceil(1.2) = 2 s, not the error timeout of 600 s
@@ -100,7 +100,7 @@ def test_dead_letter_after_max_retries_keeps_body_and_attributes(
     handler, _ = wire(registry, queue, dlq)
     attributes = {"a": {"DataType": "String", "StringValue": "1"}}
     message = receive_one(sqs, queue, handler, "p\u00f6ison\r\n", MessageAttributes=attributes)
-    handler.settle(queue, message, FAILED, "default")
+    handler.settle_message(queue, message, FAILED, "default")
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="source not deleted")
     (dead,) = sqs.receive_message(QueueUrl=dlq_queue.url, MessageAttributeNames=["All"])["Messages"]
     assert dead["Body"] == "p\u00f6ison\r\n"
@@ -121,7 +121,7 @@ def test_dead_letter_with_nine_attributes_stays_within_the_limit_of_ten(
     handler, _ = wire(registry, queue, sqs_queue(dlq_queue))
     attributes = {f"k{i}": {"DataType": "String", "StringValue": str(i)} for i in range(9)}
     message = receive_one(sqs, queue, handler, MessageAttributes=attributes)
-    handler.settle(queue, message, FAILED, "default")
+    handler.settle_message(queue, message, FAILED, "default")
     wait_until(lambda: count_messages(sqs, dlq_queue.url) == 1, 10, message="not dead-lettered")
     (dead,) = sqs.receive_message(QueueUrl=dlq_queue.url, MessageAttributeNames=["All"])["Messages"]
     assert set(dead["MessageAttributes"]) == {*attributes, "workerless.source_queue"}
@@ -136,7 +136,7 @@ def test_dead_letter_queue_gone_keeps_the_message_for_a_retry(
     handler, _ = wire(registry, queue, sqs_queue(dlq_queue))
     message = receive_one(sqs, queue, handler, "keep me")
     sqs.delete_queue(QueueUrl=dlq_queue.url)
-    handler.settle(queue, message, FAILED, "default")
+    handler.settle_message(queue, message, FAILED, "default")
     wait_until(lambda: count_visible(sqs, queue.url) == 1, 10, message="message lost or never retried")
     assert drain_bodies(sqs, queue.url) == ["keep me"]
     assert registry.total("DeadLettered") == 0

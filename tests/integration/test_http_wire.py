@@ -1,4 +1,4 @@
-"""http_wire.Connections, the keep-alive HTTP/1.1 client of the hot path, against raw servers on 127.0.0.1.
+"""wire.http.Connections, the keep-alive HTTP/1.1 client of the hot path, against raw servers on 127.0.0.1.
 
 Each server here is a plain socket server whose handler decides, request by request, what goes back
 on the wire: well-formed answers, answers in pieces or one byte at a time, interim 1xx answers,
@@ -28,10 +28,10 @@ from tests.support import wait_until
 from tests.support.moto import free_port
 from tests.support.raw_http import read_request
 from tests.support.tls import self_signed_certificate
-from workerless_gevent.http_wire import Connections, DeadlineExceeded, Reply, ReplyParser, tls_context
+from workerless_gevent.wire.http import Connections, DeadlineExceeded, Reply, ReplyParser, tls_context
 
 PACE = 0.001  # between the writes of an answer sent in pieces, so each piece likely gets a read of its own
-BIG = bytes(range(256)) * 1024  # 256 KiB: several reads of http_wire's 64 KiB blocks
+BIG = bytes(range(256)) * 1024  # 256 KiB: several reads of wire.http's 64 KiB blocks
 KEEP = ("Retry-After", "X-AMZN-RequestId")  # as callers spell them; replies name them in lower case
 
 

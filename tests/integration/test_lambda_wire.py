@@ -37,14 +37,14 @@ from tests.support import (
 from tests.support.moto import REGION, build_client, free_port
 from tests.support.raw_http import read_request
 from tests.unit.sqs_messages import raw_message
-from workerless_gevent.aws import build_clients
+from workerless_gevent.aws.clients import build_clients
 from workerless_gevent.errors import AWS_ERRORS, describe_error, error_code
-from workerless_gevent.config import AwsConfig, Config, LambdaTargetConfig, QueueConfig
-from workerless_gevent.lambda_wire import LambdaWire, retry_cost_if_nothing_sent
-from workerless_gevent.sqs_wire import SqsWire
+from workerless_gevent.config.model import AwsConfig, Config, LambdaTargetConfig, QueueConfig
+from workerless_gevent.wire.aws_lambda import LambdaWire, retry_cost_if_nothing_sent
+from workerless_gevent.wire.sqs import SqsWire
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
-from workerless_gevent.retries import BUDGET_TOKENS, Retrier, RetryBudget
+from workerless_gevent.wire.retries import BUDGET_TOKENS, Retrier, RetryBudget
 from workerless_gevent.setup import build_parts
 from workerless_gevent.targets import QueueInfo
 from workerless_gevent.targets.aws_lambda import LambdaTarget

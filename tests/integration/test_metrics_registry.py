@@ -16,7 +16,7 @@ import pytest
 from botocore.config import Config
 
 from tests.support import MotoServer
-from workerless_gevent.cloudwatch import MAX_CARRIED_DATUMS, MetricsFlusher, build_datums, is_valid_namespace
+from workerless_gevent.observability.cloudwatch import MAX_CARRIED_DATUMS, MetricsFlusher, build_datums, is_valid_namespace
 from workerless_gevent.metrics import BUCKETS_SECONDS, COUNTERS, OVERALL_COUNTERS, RateSummary, Registry
 
 
@@ -119,7 +119,7 @@ def test_what_a_failing_cloudwatch_leaves_behind_is_bounded(caplog: pytest.LogCa
     for i in range(MAX_CARRIED_DATUMS + 500):
         registry.count(f"q{i}", "Received")
     flusher = MetricsFlusher(cloudwatch, "bounded", 60, registry, random.Random(1))
-    with caplog.at_level(logging.WARNING, logger="workerless_gevent.cloudwatch"):
+    with caplog.at_level(logging.WARNING, logger="workerless_gevent.observability.cloudwatch"):
         flusher.flush()
         registry.count("q0", "Received")
         flusher.flush()

@@ -14,10 +14,10 @@ import gevent.lock
 
 from tests.integration.helpers import build_sqs_queue
 from tests.support import MotoServer, Queue, receive_all
-from workerless_gevent.claims import Claims
-from workerless_gevent.cron import PeriodicTask
-from workerless_gevent.periodic import Scheduler
-from workerless_gevent.sqs import SqsQueue
+from workerless_gevent.periodic.claims import Claims
+from workerless_gevent.config.cron import PeriodicTask
+from workerless_gevent.periodic.scheduler import Scheduler
+from workerless_gevent.delivery.queue import SqsQueue
 
 EVERY_MINUTE = PeriodicTask(name="tick", url="/cron/tick", schedule="* * * * *")
 EVERY_FIVE = PeriodicTask(name="five", url="/cron/five", schedule="*/5 * * * *")

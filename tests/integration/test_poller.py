@@ -12,11 +12,11 @@ import gevent.event
 from tests.integration.helpers import build_sqs_queue
 from tests.support import CountingProxy, Queue, count_visible, wait_until
 from tests.support.moto import build_client
-from workerless_gevent.handler import Handler
-from workerless_gevent.heartbeat import Leases
+from workerless_gevent.delivery.outcomes import Settler
+from workerless_gevent.delivery.leases import Leases
 from workerless_gevent.metrics import Registry
-from workerless_gevent.ordering import by_priority
-from workerless_gevent.poller import Poller, QueueState
+from workerless_gevent.delivery.ordering import by_priority
+from workerless_gevent.delivery.poller import Poller, QueueState
 from workerless_gevent.targets import Outcome, Pause
 
 
@@ -27,7 +27,7 @@ class Rig:
         self.registry = Registry()
         client = build_client("sqs", proxy.url)
         self.queues = {q.name: build_sqs_queue(client, q, self.registry.count) for q in queues}
-        self.handler = Handler(self.queues, {}, self.registry, Leases(self.queues))
+        self.handler = Settler(self.queues, {}, self.registry, Leases(self.queues))
         self.pauses = {name: Pause() for name in self.queues}
         self.states = [QueueState(queue, 1, self.pauses[name].remaining_seconds)
                        for name, queue in self.queues.items()]
@@ -68,7 +68,7 @@ def test_idle_queues_get_one_watcher_each_and_wake_the_poller_at_once(
             spans = sorted((r.started, r.ended or float("inf")) for r in counting_proxy.requests
                            if r.action == "ReceiveMessage" and r.params["QueueUrl"].endswith("/" + queue.name))
             assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans
-        rig.handler.settle(work.state.queue, work.messages[0], Outcome.success(), "default")
+        rig.handler.settle_message(work.state.queue, work.messages[0], Outcome.success(), "default")
     finally:
         waiter.kill()
         rig.stop()

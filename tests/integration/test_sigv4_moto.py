@@ -18,7 +18,7 @@ import boto3
 
 from tests.support import MotoServer, Queue
 from tests.support.moto import REGION
-from workerless_gevent.sigv4 import Signer
+from workerless_gevent.wire.sigv4 import Signer
 
 
 def post(endpoint: str, signer: Signer, action: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:

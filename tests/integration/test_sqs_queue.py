@@ -13,7 +13,7 @@ from tests.support import CountingProxy, Queue, count_messages, wait_until
 from tests.support.moto import build_client
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
-from workerless_gevent.sqs import SqsQueue
+from workerless_gevent.delivery.queue import SqsQueue
 
 
 def send(sqs: Any, queue: Queue, n: int) -> None:

@@ -30,14 +30,14 @@ from tests.support import CountingProxy, MotoServer, Queue, count_messages, wait
 from tests.support.moto import free_port
 from tests.support.raw_http import read_request
 from tests.support.tls import self_signed_certificate
-from workerless_gevent.aws import build_clients
+from workerless_gevent.aws.clients import build_clients
 from workerless_gevent.errors import AWS_ERRORS, describe_error, error_code
-from workerless_gevent.config import AwsConfig, Config, HttpTargetConfig, QueueConfig
+from workerless_gevent.config.model import AwsConfig, Config, HttpTargetConfig, QueueConfig
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
-from workerless_gevent.sqs import STALE_HANDLE_CODES, SqsQueue, is_sender_fault
-from workerless_gevent.retries import Retrier
-from workerless_gevent.sqs_wire import SqsWire
+from workerless_gevent.delivery.queue import STALE_HANDLE_CODES, SqsQueue, is_sender_fault
+from workerless_gevent.wire.retries import Retrier
+from workerless_gevent.wire.sqs import SqsWire
 
 RECEIVE_ALL: dict[str, Any] = {"MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
 ATTRIBUTES: dict[str, dict[str, Any]] = {

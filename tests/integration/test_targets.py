@@ -23,9 +23,9 @@ from tests.support import (
     lambda_throttle,
 )
 from tests.support.moto import build_client
-from workerless_gevent.config import HttpTargetConfig, LambdaTargetConfig
+from workerless_gevent.config.model import HttpTargetConfig, LambdaTargetConfig
 from workerless_gevent.message import Message
-from workerless_gevent.sqs import SqsQueue
+from workerless_gevent.delivery.queue import SqsQueue
 from workerless_gevent.targets import QueueInfo, Result
 from workerless_gevent.targets.aws_lambda import LambdaTarget
 from workerless_gevent.targets.http import HttpTarget

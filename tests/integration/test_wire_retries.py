@@ -16,13 +16,13 @@ from tests.integration.test_sqs_wire import RawServer, credentials, http_reply, 
 from tests.support import Queue, count_messages, wait_until
 from tests.support.faults import INTERNAL_ERROR, THROTTLED, FaultySqs, aws_error, faulty_sqs_fixture  # noqa: F401
 from tests.support.http_app import Reply
-from workerless_gevent.batching import RETRY_CAP_SECONDS
-from workerless_gevent.config import QueueConfig
+from workerless_gevent.delivery.batching import RETRY_CAP_SECONDS
+from workerless_gevent.config.model import QueueConfig
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import OVERALL, Registry
-from workerless_gevent.retries import RETRY_COST, Retrier, RetryBudget
-from workerless_gevent.sqs import SqsQueue
-from workerless_gevent.sqs_wire import SqsWire
+from workerless_gevent.wire.retries import RETRY_COST, Retrier, RetryBudget
+from workerless_gevent.delivery.queue import SqsQueue
+from workerless_gevent.wire.sqs import SqsWire
 
 JSON = {"Content-Type": "application/x-amz-json-1.0"}
 THROTTLE_REPLY = http_reply(400, json.dumps({"__type": "com.amazonaws.sqs#ThrottlingException",

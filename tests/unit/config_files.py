@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from workerless_gevent.errors import ConfigError
-from workerless_gevent.loading import load_config
+from workerless_gevent.config.loading import load_config
 
 
 def write_config(tmp_path: Path, text: str) -> str:

@@ -18,7 +18,7 @@ from tests.unit.sqs_messages import (
     make_message,
     string_attribute,
 )
-from workerless_gevent.config import LambdaTargetConfig
+from workerless_gevent.config.model import LambdaTargetConfig
 from workerless_gevent.targets import SUCCESS, Outcome, QueueInfo, Result
 from workerless_gevent.targets.aws_lambda import (
     MAX_PAYLOAD_BYTES,

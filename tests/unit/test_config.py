@@ -1,4 +1,4 @@
-"""Every config rule, with the exact one-line error it prints (config.py, schema.py, loading.py)."""
+"""Every config rule, with the exact one-line error it prints (config/model.py, config/schema.py, config/loading.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from tests.unit.bad_configs import (
     expected_line_for,
 )
 from tests.unit.config_files import error_line, write_config
-from workerless_gevent.config import HttpTargetConfig, LambdaTargetConfig, PollingConfig, QueueConfig
+from workerless_gevent.config.model import HttpTargetConfig, LambdaTargetConfig, PollingConfig, QueueConfig
 from workerless_gevent.errors import ConfigError, format_value
-from workerless_gevent.loading import load_config
+from workerless_gevent.config.loading import load_config
 
 
 def bad_config_params() -> list[Any]:

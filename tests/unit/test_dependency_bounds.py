@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 import pytest
 
 from tests.support import REPO_ROOT
-from workerless_gevent.cron import latest_slot, schedule_problem, slots_between
+from workerless_gevent.config.cron import latest_slot, schedule_problem, slots_between
 
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 INSTALLED_EXTRA = "test"  # what ./dev and .ci/run install: pip install -e ".[test]"
@@ -94,7 +94,7 @@ def test_the_plain_fallback_compares_releases(installed: str, specifier: str, ex
 
 def test_the_bounds_the_code_relies_on_are_declared() -> None:
     declared = {parse(line)[0].lower(): parse(line)[1] for line in REQUIREMENTS}
-    # http_wire.py imports geventhttpclient._parser (private); < 2.5 segfaults on non-UTF-8 header bytes.
+    # wire/http.py imports geventhttpclient._parser (private); < 2.5 segfaults on non-UTF-8 header bytes.
     gevent_http = declared["geventhttpclient"]
     assert not satisfies_plainly("2.4.9", gevent_http) and "<" in gevent_http, f"geventhttpclient{gevent_http}"
     assert "<" in declared["croniter"], f"croniter{declared['croniter']}: an upper bound, as its API moves"

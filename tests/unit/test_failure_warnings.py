@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workerless_gevent.receiving import duration_text, warning_due_seconds
+from workerless_gevent.delivery.receiving import duration_text, warning_due_seconds
 
 
 def test_warnings_come_at_the_start_after_one_and_five_minutes_then_every_fifteen() -> None:

@@ -1,4 +1,4 @@
-"""handler.py pure parts: retry backoff and dead-letter attributes."""
+"""delivery/outcomes.py pure parts: retry backoff and dead-letter attributes."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from tests.unit.sqs_messages import binary_attribute, make_message, string_attribute
-from workerless_gevent.config import QueueConfig
-from workerless_gevent.handler import MAX_VISIBILITY_SECONDS, dead_letter_attributes, retry_delay_seconds
-from workerless_gevent.sqs import SqsQueue
+from workerless_gevent.config.model import QueueConfig
+from workerless_gevent.delivery.outcomes import MAX_VISIBILITY_SECONDS, dead_letter_attributes, retry_delay_seconds
+from workerless_gevent.delivery.queue import SqsQueue
 from workerless_gevent.targets import Outcome, Result
 
 FAILURE = Outcome.failure("HTTP 500", "the app answered HTTP 500")

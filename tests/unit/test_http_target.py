@@ -11,7 +11,7 @@ import pytest
 
 from tests.unit.sqs_messages import SENDER_ID, binary_attribute, make_message, raw_message, string_attribute
 from workerless_gevent import __version__
-from workerless_gevent.config import HttpTargetConfig
+from workerless_gevent.config.model import HttpTargetConfig
 from workerless_gevent.message import Message
 from workerless_gevent.targets import SUCCESS, Outcome, Result
 from workerless_gevent.targets.http import HttpTarget, build_headers, header_safe, parse_retry_after

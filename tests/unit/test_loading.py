@@ -10,8 +10,8 @@ import pytest
 
 from tests.unit.bad_configs import config_text
 from tests.unit.config_files import error_line, write_config
-from workerless_gevent.config import Config, HttpTargetConfig, LambdaTargetConfig, QueueConfig
-from workerless_gevent.loading import coerce, load_config, parse_queue_spec, strategy_for_spec
+from workerless_gevent.config.model import Config, HttpTargetConfig, LambdaTargetConfig, QueueConfig
+from workerless_gevent.config.loading import coerce, load_config, parse_queue_spec, strategy_for_spec
 
 HTTP_FLAGS: dict[str, Any] = {"queues": "payments", "http": "http://127.0.0.1:8080/"}
 

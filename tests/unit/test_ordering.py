@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from workerless_gevent.config import QueueConfig
-from workerless_gevent.ordering import STRATEGIES, Strategy, at_random, by_priority, by_weight, round_robin
+from workerless_gevent.config.model import QueueConfig
+from workerless_gevent.delivery.ordering import STRATEGIES, Strategy, at_random, by_priority, by_weight, round_robin
 
 DRAWS = 60_000
 

@@ -1,6 +1,6 @@
-"""The private API of geventhttpclient's C response parser that http_wire.py builds on.
+"""The private API of geventhttpclient's C response parser that wire/http.py builds on.
 
-`workerless_gevent.http_wire.ReplyParser` subclasses `geventhttpclient._parser.HTTPResponseParser`
+`workerless_gevent.wire.http.ReplyParser` subclasses `geventhttpclient._parser.HTTPResponseParser`
 and relies on: `feed` (an empty feed is EOF), `get_code` (also from inside callbacks),
 `should_keep_alive`, `HTTPParseError`, and the parser calling these methods of the instance by
 name: `_on_message_begin()`, `_on_status(str)`, `_on_header_field(str)`, `_on_header_value(str)`,
@@ -23,12 +23,12 @@ import pytest
 from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
 VERSION = version("geventhttpclient")
-WHO = f"geventhttpclient {VERSION} (geventhttpclient._parser.HTTPResponseParser, used by workerless_gevent/http_wire.py)"
+WHO = f"geventhttpclient {VERSION} (geventhttpclient._parser.HTTPResponseParser, used by workerless_gevent/wire/http.py)"
 ANSWER = b"HTTP/1.1 201 Created\r\nX-Name: value\r\nContent-Length: 5\r\n\r\nhello"
 
 
 class Recording(HTTPResponseParser):
-    """Every callback http_wire.py implements, recorded with what it was given."""
+    """Every callback wire/http.py implements, recorded with what it was given."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -74,7 +74,7 @@ def feed_all(parser: HTTPResponseParser, *pieces: bytes) -> None:
 
 
 def check(condition: bool, what: str, got: object) -> None:
-    assert condition, f"{WHO} no longer {what}; got {got!r}. Adapt http_wire.ReplyParser or pin geventhttpclient."
+    assert condition, f"{WHO} no longer {what}; got {got!r}. Adapt wire.http.ReplyParser or pin geventhttpclient."
 
 
 def test_the_parser_module_has_what_http_wire_imports() -> None:
@@ -181,11 +181,11 @@ def test_bad_bytes_raise_http_parse_error_and_keep_raising() -> None:
     with pytest.raises(HTTPParseError):
         feed_all(parser, b"NOT HTTP AT ALL\r\n\r\n")
     with pytest.raises(HTTPParseError):
-        feed_all(parser, ANSWER)  # http_wire closes the connection: a failed parser stays failed
+        feed_all(parser, ANSWER)  # wire.http closes the connection: a failed parser stays failed
 
 
 def test_bytes_after_a_complete_close_answer_raise_http_parse_error() -> None:
-    # http_wire keeps the complete answer and marks the connection not reusable (ReplyParser.trailing).
+    # wire.http keeps the complete answer and marks the connection not reusable (ReplyParser.trailing).
     parser = Recording()
     feed_all(parser, b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
     check(parser.names()[-1] == "message_complete", "completes a Connection: close answer with a length",
@@ -218,7 +218,7 @@ LATIN1_LINE = (LATIN1_ANSWER.index(b"X-Name"), LATIN1_ANSWER.index(b"\r\n", LATI
 KEEPS = {"kept": "x-name", "others-kept": "content-length", "none-kept": ""}
 FEED_ONE_ANSWER = """
 import sys
-from workerless_gevent.http_wire import ReplyParser
+from workerless_gevent.wire.http import ReplyParser
 keep, cut = frozenset(filter(None, sys.argv[1].split(","))), int(sys.argv[2])
 answer = bytes.fromhex(sys.argv[3])
 parser = ReplyParser(keep, True)

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from workerless_gevent.cron import (
+from workerless_gevent.config.cron import (
     PeriodicConfig,
     PeriodicTask,
     parse_cron_document,
     schedule_problem,
 )
 from workerless_gevent.errors import ConfigError
-from workerless_gevent.loading import load_config
+from workerless_gevent.config.loading import load_config
 
 BASE = """
 [[queues]]

@@ -8,8 +8,8 @@ from typing import Any
 
 import botocore.exceptions
 
-from workerless_gevent.cron import PeriodicTask, iso_slot, latest_slot, slots_between
-from workerless_gevent.periodic import (
+from workerless_gevent.config.cron import PeriodicTask, iso_slot, latest_slot, slots_between
+from workerless_gevent.periodic.scheduler import (
     CATCH_UP_SECONDS,
     RETRY_SECONDS,
     Scheduler,

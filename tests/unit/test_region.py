@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from workerless_gevent.session import build_session
-from workerless_gevent.config import AwsConfig
+from workerless_gevent.aws.session import build_session
+from workerless_gevent.config.model import AwsConfig
 from workerless_gevent.errors import ConfigError
-from workerless_gevent.region import ec2_region, ecs_region, region_of_task, resolve_region
+from workerless_gevent.aws.region import ec2_region, ecs_region, region_of_task, resolve_region
 
 NO_METADATA = {"AWS_EC2_METADATA_DISABLED": "true"}  # and no ECS variable: nothing is asked over the network
 PROFILES = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 import botocore.session
 import pytest
 
-from workerless_gevent.session import service_endpoint
+from workerless_gevent.aws.session import service_endpoint
 
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_LAMBDA",
                       "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT")

@@ -24,7 +24,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, RefreshableCredentials
 
-from workerless_gevent.sigv4 import RestSigner, Signer
+from workerless_gevent.wire.sigv4 import RestSigner, Signer
 
 REGION = "eu-west-1"
 ACCESS_KEY = "AKIDEXAMPLE"

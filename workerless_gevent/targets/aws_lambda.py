@@ -10,8 +10,8 @@ from typing import Any
 
 import botocore.exceptions
 
+from ..config.model import LambdaTargetConfig
 from ..errors import describe_error, error_code
-from ..config import LambdaTargetConfig
 from ..message import Message
 from . import SUCCESS, Outcome, Pause, QueueInfo, Result
 

@@ -12,9 +12,9 @@ import urllib.parse
 
 
 from .. import __version__
-from ..config import HttpTargetConfig
-from ..http_wire import Connections, DeadlineExceeded, host_header, post_request
+from ..config.model import HttpTargetConfig
 from ..message import Message, iso_utc
+from ..wire.http import Connections, DeadlineExceeded, host_header, post_request
 from . import Outcome, Pause, QueueInfo, Result
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The daemon's SQS calls without botocore's client: AWS JSON 1.0 over `http_wire`.
+"""The daemon's SQS calls without botocore's client: AWS JSON 1.0 over `wire.http`.
 
 ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch are nearly all of the daemon's
 SQS traffic, and a botocore client call costs 1-2 ms of CPU (parameter validation, event hooks,
@@ -6,7 +6,7 @@ model-driven serializing and parsing). The start-up calls (GetQueueUrl, GetQueue
 rare SendMessage (dead letters, periodic tasks) go the same way, so that the daemon never builds a
 botocore SQS client: one costs about 10 MB and 100 ms, mostly botocore's endpoint data. `SqsWire` builds the JSON body itself, signs it with
 `sigv4.Signer` (botocore's signature, with the session's refreshable credentials), sends it on
-one `http_wire.Connections` pool to the client's endpoint, and parses the answer with `json.loads`.
+one `wire.http.Connections` pool to the client's endpoint, and parses the answer with `json.loads`.
 
 It stands in for the boto3 client on those methods only, with the same keyword arguments
 and the same result shapes: binary message attributes come back as bytes, as botocore decodes
@@ -33,8 +33,8 @@ from typing import Any
 import botocore
 import botocore.exceptions
 
-from . import __version__
-from .http_wire import STALE_ERRORS, Connections, host_header, post_request, tls_context
+from .. import __version__
+from .http import STALE_ERRORS, Connections, host_header, post_request, tls_context
 from .retries import Retrier
 from .sigv4 import Signer
 

@@ -1,4 +1,4 @@
-"""Lambda's Invoke without botocore's client: the REST call over `http_wire`, signed by `sigv4.RestSigner`.
+"""Lambda's Invoke without botocore's client: the REST call over `wire.http`, signed by `sigv4.RestSigner`.
 
 An Invoke through a botocore client costs about 1 ms of CPU (validation, event hooks, model-driven
 serializing and parsing), ten times the POST of the HTTP target. `LambdaWire.invoke` takes the
@@ -28,10 +28,10 @@ from typing import Any
 import botocore.exceptions
 import gevent.socket
 
-from .http_wire import STALE_ERRORS, Connections, host_header, post_request, tls_context
+from .http import STALE_ERRORS, Connections, host_header, post_request, tls_context
 from .retries import Retrier, retry_cost
 from .sigv4 import MAX_CACHED_TARGETS, RestSigner
-from .sqs_wire import USER_AGENT  # one User-Agent for every call of our own wire
+from .sqs import USER_AGENT  # one User-Agent for every call of our own wire
 
 SIGNING_NAME = "lambda"
 INVOKE_PATH = "/2015-03-31/functions/{}/invocations"
@@ -49,7 +49,7 @@ class NothingSent(OSError):
 
 
 class InvokeConnections(Connections):
-    """`http_wire.Connections` that mark a failure to connect, the one failure an Invoke may repeat."""
+    """`wire.http.Connections` that mark a failure to connect, the one failure an Invoke may repeat."""
 
     def _connect(self, deadline: float | None = None) -> gevent.socket.socket:
         try:

@@ -16,12 +16,12 @@ import gevent
 import gevent.event
 import gevent.pool
 
-from .errors import AWS_ERRORS, describe_error, error_code
-from .logs import fields
-from .message import Message
-from .metrics import OVERALL
-from .sqs import SqsQueue
-from .supervision import spawn_supervised
+from ..errors import AWS_ERRORS, describe_error, error_code
+from ..logs import fields
+from ..message import Message
+from ..metrics import OVERALL
+from ..supervision import spawn_supervised
+from .queue import SqsQueue
 
 if TYPE_CHECKING:
     from .poller import QueueState

@@ -15,11 +15,11 @@ import gevent
 import gevent.event
 import gevent.pool
 
-from .errors import AWS_ERRORS, describe_error, error_code
-from .message import Message
-from .metrics import OVERALL
-from .retries import THROTTLE_CODES, TRANSIENT_CODES, retry_cost
-from .logs import fields
+from ..errors import AWS_ERRORS, describe_error, error_code
+from ..logs import fields
+from ..message import Message
+from ..metrics import OVERALL
+from ..wire.retries import THROTTLE_CODES, TRANSIENT_CODES, retry_cost
 
 logger = logging.getLogger(__name__)
 

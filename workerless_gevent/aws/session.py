@@ -1,6 +1,6 @@
 """botocore's session and what the daemon reads from it: the profile's config, the CA bundle, endpoints.
 
-Shared by every command and by `aws_child`, so all build their session and trust CAs the same way.
+Shared by every command and by `aws.child`, so all build their session and trust CAs the same way.
 It imports nothing of gevent or of the wire: the child process that resolves credentials loads only
 this, the config and the region chain, beside botocore.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import botocore.session
 
-    from .config import AwsConfig
+    from ..config.model import AwsConfig
 
 
 def build_session(profile: str | None) -> botocore.session.Session:
@@ -63,11 +63,11 @@ def service_endpoint(core: botocore.session.Session, service: str, region: str, 
 
 def open_session(aws: AwsConfig, env: Mapping[str, str], origin: str,
                  session: botocore.session.Session | None = None) -> tuple[Any, str, str]:
-    """The botocore session, region and the region's source for every command (and aws_child); no silent
+    """The botocore session, region and the region's source for every command (and aws.child); no silent
     default region, and botocore's refusals of the AWS config files as one line (ConfigError, exit 2)."""
     import botocore.exceptions
 
-    from .errors import ConfigError
+    from ..errors import ConfigError
     from .region import resolve_region
 
     try:

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 class Table:

@@ -9,23 +9,23 @@ from typing import TYPE_CHECKING, Any
 
 import gevent.event
 
-from .config import Config, LambdaTargetConfig, wire_services
+from ..config.model import Config, LambdaTargetConfig, wire_services
+from ..wire.sqs import SqsWire, proxy_for
 from .session import build_session, service_endpoint, trusted_ca_bundle
-from .sqs_wire import SqsWire, proxy_for
 
-if TYPE_CHECKING:  # botocore's session and clients are imported where built: see aws_child
+if TYPE_CHECKING:  # botocore's session and clients are imported where built: see aws.child
     import botocore.session
 
-    from .lambda_wire import LambdaWire
+    from ..wire.aws_lambda import LambdaWire
 
 @dataclass(frozen=True, slots=True)
 class Clients:
-    sqs: Any  # every SQS call of the daemon: an sqs_wire.SqsWire, or the boto3 client where the wire cannot go
-    lambda_: Any | None  # Invoke: a lambda_wire.LambdaWire, or the boto3 client where the wire cannot go
+    sqs: Any  # every SQS call of the daemon: an wire.sqs.SqsWire, or the boto3 client where the wire cannot go
+    lambda_: Any | None  # Invoke: a wire.aws_lambda.LambdaWire, or the boto3 client where the wire cannot go
     cloudwatch: Any | None
     region: str
     dynamodb: Any | None = None  # only with a [periodic] claims_table
-    renew_credentials: Callable[[gevent.event.Event], None] | None = None  # a loop, with aws_child's credentials
+    renew_credentials: Callable[[gevent.event.Event], None] | None = None  # a loop, with aws.child's credentials
 
 
 def build_clients(config: Config, region: str | None = None, session: botocore.session.Session | None = None) -> Clients:
@@ -120,7 +120,7 @@ def lambda_read_timeout(config: Config) -> float:
 
 
 def build_lambda_wire(config: Config, region: str, url: str, credentials: Any, ca_bundle: str) -> LambdaWire:
-    from .lambda_wire import LambdaWire  # only with a Lambda target
+    from ..wire.aws_lambda import LambdaWire  # only with a Lambda target
 
     return LambdaWire(url, region, credentials, concurrency=config.concurrency + 10,
                       read_timeout=lambda_read_timeout(config), connect_timeout=5, ca_bundle=ca_bundle)

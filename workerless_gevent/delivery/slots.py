@@ -1,40 +1,49 @@
 """The delivery slots: `concurrency` long-lived greenlets, each taking work from the poller, delivering it
-to its queue's target and settling every message (handler), then coming back for more."""
+to its queue's target and handing the outcomes to the settler, then coming back for more."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import gevent
 import gevent.event
 import gevent.lock
 import gevent.pool
 
-from .config import Config
-from .handler import Handler
-from .heartbeat import Leases
-from .logs import fields
-from .metrics import OVERALL, Registry
+from ..config.model import Config
+from ..logs import fields
+from ..metrics import OVERALL, Registry
+from ..setup import Parts
+from ..supervision import log_greenlet_failure
+from ..targets import Outcome
+from .outcomes import Settler
 from .poller import Poller, Work
-from .setup import Parts
-from .supervision import log_greenlet_failure
-from .targets import Outcome
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    """One message being delivered, as the status page lists it."""
+    id: str
+    queue: str
+    target: str
+    age_seconds: float  # since its receive
+    receive_count: int
 
 
 class Slots:
     """The slots and the work they hold; the daemon starts them (`dispatch`) and, at stop, waits for them."""
 
-    def __init__(self, config: Config, parts: Parts, poller: Poller, handler: Handler, leases: Leases,
+    def __init__(self, config: Config, parts: Parts, poller: Poller, settler: Settler,
                  registry: Registry, stopping: gevent.event.Event, on_limit: Callable[[str], None]) -> None:
         self.config = config
         self.parts = parts
         self.poller = poller
-        self.handler = handler
-        self.leases = leases
+        self.settler = settler
         self.registry = registry
         self.stopping = stopping
         self.on_limit = on_limit  # called once --max-messages have been started
@@ -42,6 +51,22 @@ class Slots:
         self.pool = gevent.pool.Group()
         self.in_flight: set[Work] = set()
         self.started_messages = 0
+
+    def in_flight_by_queue(self, queue_names: Iterable[str]) -> dict[str, float]:
+        """Messages being delivered per queue, zero included: the reader behind the InFlight gauge."""
+        counts = dict.fromkeys(queue_names, 0.0)
+        for work in list(self.in_flight):
+            counts[work.state.queue.name] = counts.get(work.state.queue.name, 0.0) + len(work.messages)
+        return counts
+
+    def message_rows(self) -> list[MessageRow]:
+        """Every message being delivered, oldest first."""
+        now = time.time()
+        rows = [MessageRow(message.message_id, work.state.queue.name, work.state.queue.config.target,
+                           max(0.0, now - message.received_at), message.receive_count)
+                for work in list(self.in_flight) for message in work.messages]
+        rows.sort(key=lambda row: -row.age_seconds)
+        return rows
 
     def dispatch(self) -> None:
         """One long-lived greenlet per delivery slot; returns once stopping (the slots finish on their own)."""
@@ -86,12 +111,9 @@ class Slots:
             return work
 
     def abandon(self, work: Work) -> None:
-        """After a bug mid-delivery: what was not settled is visible again at once, and its FIFO groups
-        are freed with the rest of them released, as after a failure."""
+        """After a bug mid-delivery: the settler makes what was not settled visible again."""
         try:
-            groups = {message.group_id for message in work.messages if message.group_id is not None}
-            unsettled = [message for message in work.messages if not message.settled]
-            self.handler.release(unsettled + self.poller.finish(work, groups))
+            self.settler.abandon(work)
         except Exception:
             logger.error("queue=%s releasing after a failed delivery failed", work.state.queue.name, exc_info=True,
                          extra=fields(queue=work.state.queue.name))
@@ -101,8 +123,7 @@ class Slots:
     def deliver(self, work: Work) -> None:
         queue = work.state.queue
         target = self.parts.targets[queue.config.target]
-        for message in work.messages:
-            self.leases.limit(message, target.hard_deadline_seconds + 5)
+        self.settler.start(work, target.hard_deadline_seconds + 5)
         started = time.monotonic()
         try:
             outcomes = target.deliver(self.parts.queue_infos[queue.name], work.messages)
@@ -111,11 +132,7 @@ class Slots:
                          extra=fields(queue=queue.name, target=target.name))
             outcomes = [Outcome.failure("InternalError", repr(error))] * len(work.messages)
         elapsed_ms = (time.monotonic() - started) * 1000
-        failed_groups = set()
-        for message, outcome in zip(work.messages, outcomes):
+        for _ in work.messages:
             self.registry.observe(queue.name, "DeliveryTime", elapsed_ms)
-            self.handler.settle(queue, message, outcome, target.name)
-            if not outcome.is_success and message.group_id is not None:
-                failed_groups.add(message.group_id)
-        self.handler.release(self.poller.finish(work, failed_groups))
+        self.settler.settle(work, outcomes, target.name)
         self.in_flight.discard(work)

@@ -1,22 +1,26 @@
-"""The status server: /healthz, /readyz, /metrics, /status and a small live page, in the daemon process."""
+"""The status server: /healthz, /readyz, /metrics, /status and a small live page, in the daemon process.
+
+It renders plain rows the delivery side publishes (`poller.QueueRow`, `slots.MessageRow`) and the
+metrics registry; it never reads a queue's or a slot's live fields."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import gevent.event
 import gevent.pool
 from gevent import pywsgi
 
-from . import __version__
-from .config import Config
-from .errors import StartupError
-from .metrics import COUNTERS, OVERALL, Registry
-from .poller import Poller, Work
+from .. import __version__
+from ..config.model import Config
+from ..delivery.poller import QueueRow
+from ..delivery.slots import MessageRow
+from ..errors import StartupError
+from ..metrics import COUNTERS, OVERALL, Registry
 from .status_page import render_page
 
 logger = logging.getLogger(__name__)
@@ -34,21 +38,13 @@ class DaemonView(Protocol):
 
     config: Config
     registry: Registry
-    poller: Poller
     stopping: gevent.event.Event
 
-    @property
-    def in_flight(self) -> set[Work]: ...
+    def queue_rows(self) -> list[QueueRow]: ...
+
+    def message_rows(self) -> list[MessageRow]: ...
 
     def are_loops_alive(self) -> bool: ...
-
-
-def count_in_flight(in_flight: Iterable[Work], queue_names: Iterable[str]) -> dict[str, float]:
-    """Messages being delivered per queue, zero included: the reader behind the InFlight gauge."""
-    counts = dict.fromkeys(queue_names, 0.0)
-    for work in list(in_flight):
-        counts[work.state.queue.name] = counts.get(work.state.queue.name, 0.0) + len(work.messages)
-    return counts
 
 
 def check_health(view: DaemonView) -> tuple[bool, str]:
@@ -65,27 +61,29 @@ def check_readiness(view: DaemonView) -> list[str]:
     have failed for `unready_after` seconds or more, or a queue whose target is paused."""
     if view.stopping.is_set():
         return ["stopping"]
+    return readiness_reasons(view.queue_rows(), view.config.unready_after)
+
+
+def readiness_reasons(rows: list[QueueRow], unready_after: float) -> list[str]:
     reasons = []
-    now = time.monotonic()
-    for state in view.poller.states:
-        if state.failing_since is not None and now - state.failing_since >= view.config.unready_after:
-            reasons.append(f"queue {state.queue.name}: receives failing for {now - state.failing_since:.0f}s "
-                           f"({state.last_error})")
-        paused = state.is_paused()
-        if paused > 0:
-            reasons.append(f"queue {state.queue.name}: target {state.queue.config.target} paused for "
-                           f"{paused:.1f}s more")
+    for row in rows:
+        if row.failing_seconds and row.failing_seconds >= unready_after:
+            reasons.append(f"queue {row.name}: receives failing for {row.failing_seconds:.0f}s ({row.last_error})")
+        if row.paused_seconds > 0:
+            reasons.append(f"queue {row.name}: target {row.target} paused for {row.paused_seconds:.1f}s more")
     return reasons
 
 
 def build_snapshot(view: DaemonView, started_at: float) -> dict[str, Any]:
     """The /status document; the page and the Prometheus gauges are drawn from it too."""
     healthy, health = check_health(view)
-    not_ready = check_readiness(view)
+    rows = view.queue_rows()
+    not_ready = ["stopping"] if view.stopping.is_set() else readiness_reasons(rows, view.config.unready_after)
     if healthy and not_ready:
         health = "not ready: " + "; ".join(not_ready)
     registry, config = view.registry, view.config
-    messages = message_rows(view)
+    messages = [{"id": row.id, "queue": row.queue, "target": row.target, "age_seconds": round(row.age_seconds, 1),
+                 "receive_count": row.receive_count} for row in view.message_rows()]
     failures = [{"type": error_type or "unknown", "count": count, "latest_error": error}
                 for error_type, (count, error) in sorted(registry.failure_types.items(), key=lambda item: -item[1][0])]
     return {
@@ -99,7 +97,7 @@ def build_snapshot(view: DaemonView, started_at: float) -> dict[str, Any]:
         "uptime_seconds": round(time.monotonic() - started_at, 1),
         "concurrency": config.concurrency,
         "strategy": config.polling.strategy,
-        "queues": queue_rows(view),
+        "queues": queue_rows(rows, messages, registry),
         "in_flight_count": len(messages),
         "in_flight": messages[:MAX_LISTED_MESSAGES],
         "totals": {name: registry.total(name) for name in COUNTERS},
@@ -107,33 +105,21 @@ def build_snapshot(view: DaemonView, started_at: float) -> dict[str, Any]:
     }
 
 
-def queue_rows(view: DaemonView) -> list[dict[str, Any]]:
-    in_flight = count_in_flight(view.in_flight, (state.queue.name for state in view.poller.states))
+def queue_rows(rows: list[QueueRow], messages: list[dict[str, Any]], registry: Registry) -> list[dict[str, Any]]:
+    in_flight = dict.fromkeys((row.name for row in rows), 0)
+    for message in messages:
+        in_flight[message["queue"]] = in_flight.get(message["queue"], 0) + 1
     return [{
-        "name": state.queue.name,
-        "target": state.queue.config.target,
-        "state": "ready" if state.is_ready else "idle",
-        "buffered": len(state.buffer),
-        "in_flight": int(in_flight.get(state.queue.name, 0)),
-        "receive_failures": state.failures,
-        "failing_seconds": round(time.monotonic() - state.failing_since, 1) if state.failing_since else 0.0,
-        "paused_seconds": round(max(0.0, state.is_paused()), 1),
-        "totals": {name: view.registry.total(name, state.queue.name) for name in COUNTERS},
-    } for state in view.poller.states]
-
-
-def message_rows(view: DaemonView) -> list[dict[str, Any]]:
-    """Every message being delivered, oldest first; age counts from its receive."""
-    now = time.time()
-    rows: list[dict[str, Any]] = [{
-        "id": message.message_id,
-        "queue": work.state.queue.name,
-        "target": work.state.queue.config.target,
-        "age_seconds": round(max(0.0, now - message.received_at), 1),
-        "receive_count": message.receive_count,
-    } for work in list(view.in_flight) for message in work.messages]
-    rows.sort(key=lambda entry: -float(entry["age_seconds"]))
-    return rows
+        "name": row.name,
+        "target": row.target,
+        "state": row.state,
+        "buffered": row.buffered,
+        "in_flight": in_flight.get(row.name, 0),
+        "receive_failures": row.receive_failures,
+        "failing_seconds": round(row.failing_seconds, 1),
+        "paused_seconds": round(row.paused_seconds, 1),
+        "totals": {name: registry.total(name, row.name) for name in COUNTERS},
+    } for row in rows]
 
 
 class StatusServer:

@@ -7,8 +7,8 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from .config import Config, HttpTargetConfig, build_config
-from .errors import ConfigError
+from ..errors import ConfigError
+from .model import Config, HttpTargetConfig, build_config
 
 # option name -> (path in the document, type of its value)
 SCALAR_OPTIONS: dict[str, tuple[tuple[str, ...], type]] = {

@@ -8,8 +8,8 @@ import time
 import gevent
 import gevent.event
 
-from .message import Message
-from .sqs import SqsQueue
+from ..message import Message
+from .queue import SqsQueue
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Any
 import gevent
 import gevent.event
 
-from .errors import AWS_ERRORS, describe_error
-from .metrics import COUNTERS, OVERALL, OVERALL_COUNTERS, RateSummary, Registry, Window
+from ..errors import AWS_ERRORS, describe_error
+from ..metrics import COUNTERS, OVERALL, OVERALL_COUNTERS, RateSummary, Registry, Window
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any
 import botocore.session
 from botocore.utils import InstanceMetadataRegionFetcher, resolve_imds_endpoint_mode
 
-from .config import AwsConfig
-from .errors import ConfigError
+from ..config.model import AwsConfig
+from ..errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import ConfigError
 from .cron import PeriodicConfig, read_periodic, resolve_file
-from .errors import ConfigError
 from .schema import Table
 
 STRATEGIES = ("priority", "weighted", "random", "round-robin")

@@ -11,12 +11,12 @@ from typing import Any, Protocol
 import botocore.exceptions
 import gevent
 
-from .errors import error_code
+from ..config.model import QueueConfig
+from ..errors import error_code
+from ..logs import fields
+from ..message import Message
+from ..wire.sqs import SqsWire
 from .batching import STALE_HANDLE_CODES, BatchEntry, Batcher
-from .config import QueueConfig
-from .message import Message
-from .sqs_wire import SqsWire
-from .logs import fields
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ FLUSH_JOIN_SECONDS = 5.0  # at stop, how long batches already on their way (and 
 
 
 class SqsCalls(Protocol):
-    """The SQS calls a queue makes, as both `sqs_wire.SqsWire` and a boto3 SQS client take them."""
+    """The SQS calls a queue makes, as both `wire.sqs.SqsWire` and a boto3 SQS client take them."""
 
     def receive_message(self, *, QueueUrl: str, MaxNumberOfMessages: int, WaitTimeSeconds: int,
                         VisibilityTimeout: int, MessageSystemAttributeNames: list[str],
@@ -44,7 +44,7 @@ class SqsQueue:
 
     def __init__(self, sqs: Any, config: QueueConfig, url: str, arn: str, count: Callable[[str, str], None],
                  wire: SqsWire | None = None, rng: random.Random | None = None) -> None:
-        # every call (receive, batches, send): an sqs_wire.SqsWire when given, else the boto3 client
+        # every call (receive, batches, send): an wire.sqs.SqsWire when given, else the boto3 client
         self.hot: SqsCalls = sqs if wire is None else wire
         self.config = config
         self.name = config.name
@@ -88,11 +88,13 @@ class SqsQueue:
         return messages
 
     def delete(self, message: Message) -> None:
+        """The message's last action: from here its heartbeat stops (`message.settled`)."""
         message.settled = True
         self.batchers["delete"].add(BatchEntry(message, None, message.visible_until))
 
     def change_visibility(self, message: Message, seconds: int, is_heartbeat: bool = False) -> None:
-        """Queue a visibility change; retried until the message's current visibility runs out."""
+        """Queue a visibility change; retried until the message's current visibility runs out. Unless it
+        is a heartbeat's, it is the message's last action: from here its heartbeat stops."""
         if not is_heartbeat:
             message.settled = True
         self.batchers["visibility"].add(BatchEntry(message, seconds, message.visible_until, is_heartbeat))

@@ -1,19 +1,29 @@
-"""The one place where outcomes become SQS actions: delete, retry later, dead-letter, expire, release."""
+"""The one owner of a message's state from receive to settlement: the lease is taken here at receive,
+narrowed here when the delivery starts, and let go here when an outcome becomes its SQS action (delete,
+retry later, dead-letter, expire, release), which is also where its FIFO group is freed.
+
+"When is a message done?" When `Settler.settle` (after a delivery), `Settler.abandon` (after a bug or
+at stop), `Settler.release` (received, never started) or `Settler.admit` (expired) hands its one last
+SQS action to its queue (`queue.SqsQueue.delete` or `change_visibility`), which marks it settled and
+so stops its heartbeat; the queue's batcher then sends the action, retried until it lands or the
+message's visibility runs out."""
 
 from __future__ import annotations
 
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
-from .errors import AWS_ERRORS, describe_error
-from .heartbeat import Leases
-from .logs import fields
-from .message import Message
-from .metrics import Registry
-from .sqs import SqsQueue
-from .targets import Outcome, Result
+from ..errors import AWS_ERRORS, describe_error
+from ..logs import fields
+from ..message import Message
+from ..metrics import Registry
+from ..targets import Outcome, Result
+from .leases import Leases
+from .poller import Work
+from .queue import SqsQueue
 
 logger = logging.getLogger(__name__)
 
@@ -22,13 +32,21 @@ MAX_MESSAGE_ATTRIBUTES = 10
 RECEIPT_LIMIT_MARGIN_SECONDS = 60
 
 
-class Handler:
+Finish = Callable[[Work, set[str]], list[Message]]  # frees a work's FIFO groups; returns what to release
+
+
+def finish_nothing(work: Work, failed_groups: set[str]) -> list[Message]:
+    return []
+
+
+class Settler:
     def __init__(self, queues: dict[str, SqsQueue], dead_letter_queues: dict[str, SqsQueue],
-                 registry: Registry, leases: Leases) -> None:
+                 registry: Registry, leases: Leases, finish: Finish = finish_nothing) -> None:
         self.queues = queues
         self.dead_letter_queues = dead_letter_queues
         self.registry = registry
         self.leases = leases
+        self.finish = finish  # the poller's: frees FIFO groups, returns buffered messages behind a failure
 
     def admit(self, queue: SqsQueue, messages: list[Message]) -> list[Message]:
         """At receive: count, expire what is past its retention period, hold the rest."""
@@ -53,7 +71,30 @@ class Handler:
             admitted.append(message)
         return admitted
 
-    def settle(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> None:
+    def start(self, work: Work, seconds: float) -> None:
+        """A delivery starts: its messages are kept invisible only until it must have ended."""
+        for message in work.messages:
+            self.leases.limit(message, seconds)
+
+    def settle(self, work: Work, outcomes: list[Outcome], target: str) -> None:
+        """A delivery ended: each message's outcome becomes its SQS action; then the work's FIFO groups are
+        freed, and the messages buffered behind a failed one in its group are released."""
+        queue = work.state.queue
+        failed_groups = set()
+        for message, outcome in zip(work.messages, outcomes):
+            self.settle_message(queue, message, outcome, target)
+            if not outcome.is_success and message.group_id is not None:
+                failed_groups.add(message.group_id)
+        self.release(self.finish(work, failed_groups))
+
+    def abandon(self, work: Work) -> None:
+        """After a bug mid-delivery, or a delivery still running at the end of the grace period: what was
+        not settled is visible again at once; its FIFO groups are freed with the rest of them released."""
+        groups = {message.group_id for message in work.messages if message.group_id is not None}
+        self.release([message for message in work.messages if not message.settled] + self.finish(work, groups))
+
+    def settle_message(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> None:
+        """The SQS action for one outcome; `settle` calls it for each message of a delivery."""
         self.leases.release(message)
         if outcome.result is Result.SUCCESS:
             self.registry.count(queue.name, "Succeeded")

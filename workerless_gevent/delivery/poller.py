@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 import gevent
 import gevent.event
 
-from .message import Message
+from ..message import Message
 from .ordering import Strategy
+from .queue import SqsQueue
 from .receiving import Admit, Count, Receiver, moving_average
-from .sqs import SqsQueue
 
 
 @dataclass(eq=False)
@@ -46,6 +46,19 @@ class QueueState:
     @property
     def weight(self) -> int:
         return self.queue.config.weight
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    """One queue as the status page, /readyz, Prometheus and the stop summary see it: plain values."""
+    name: str
+    target: str
+    state: str  # "ready" (its last receive returned messages) or "idle" (a watcher long-polls it)
+    buffered: int
+    receive_failures: int  # failed long polls in a row
+    failing_seconds: float  # since the first of the receive failures in a row; 0 when the last one worked
+    last_error: str
+    paused_seconds: float  # until its target accepts work again
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -126,6 +139,15 @@ class Poller:
             buffered.extend(state.buffer)
             state.buffer.clear()
         return buffered
+
+    def rows(self) -> list[QueueRow]:
+        """A snapshot of every queue, in configuration order."""
+        now = time.monotonic()
+        return [QueueRow(state.queue.name, state.queue.config.target, "ready" if state.is_ready else "idle",
+                         len(state.buffer), state.failures,
+                         now - state.failing_since if state.failing_since is not None else 0.0,
+                         state.last_error, max(0.0, state.is_paused()))
+                for state in self.states]
 
     def is_drained(self) -> bool:
         """Every queue has come back empty from a long poll since it last had messages."""

@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 import gevent.event
 
-from .aws import Clients
-from .errors import AWS_ERRORS, describe_error
+from ..aws.clients import Clients
+from ..config.cron import PeriodicTask, iso_slot, latest_slot, slots_between
+from ..config.model import Config
+from ..errors import AWS_ERRORS, describe_error
 from .claims import Claims
-from .config import Config
-from .cron import PeriodicTask, iso_slot, latest_slot, slots_between
 
 logger = logging.getLogger(__name__)
 

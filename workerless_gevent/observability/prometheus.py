@@ -10,8 +10,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from . import __version__
-from .metrics import BUCKETS_SECONDS, COUNTERS, DISTRIBUTIONS, OVERALL, OVERALL_COUNTERS, Histogram, Registry
+from .. import __version__
+from ..metrics import BUCKETS_SECONDS, COUNTERS, DISTRIBUTIONS, OVERALL, OVERALL_COUNTERS, Histogram, Registry
 
 Snapshot = Callable[[], dict[str, Any]]  # the /status document
 

@@ -9,7 +9,7 @@ from typing import Any
 import botocore.exceptions
 import gevent.event
 
-from .errors import error_code
+from ..errors import error_code
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ botocore's session (its credential chain, config files and endpoint rules) costs
 of memory and a third of its start-up, and the daemon needs none of it once it knows where SQS is
 and what to sign with: every SQS call and Lambda Invoke goes on our own wire. So when no botocore client is needed (no
 CloudWatch metrics, no DynamoDB claims, no FIPS or dual-stack endpoint, no proxy),
-`workerless` asks a child, `python -m workerless_gevent.aws_child`, to run exactly what the daemon would
+`workerless` asks a child, `python -m workerless_gevent.aws.child`, to run exactly what the daemon would
 have run itself: the region chain (`region.resolve_region`), the endpoint (`aws.service_endpoint`),
 the CA bundle and botocore's credential chain ([aws] profile, AWS_PROFILE, the environment, config and
 credentials files, SSO, assume-role, web identity, ECS and EC2 metadata, credential_process). The
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     import gevent.event
 
-    from .config import AwsConfig
+    from ..config.model import AwsConfig
 
 CHILD_TIMEOUT_SECONDS = 120.0  # SSO, assume-role with a slow STS, IMDS retries: generous, never unbounded
 RENEW_BEFORE_SECONDS = 15 * 60  # botocore's advisory refresh window
@@ -57,13 +57,13 @@ def child_command(*arguments: str) -> tuple[list[str], dict[str, str]]:
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH"))))
     # -P: the working directory stays off sys.path, so another copy of the package there is not the one run
-    return [sys.executable, "-P", "-m", "workerless_gevent.aws_child", *arguments], {**os.environ, "PYTHONPATH": path}
+    return [sys.executable, "-P", "-m", "workerless_gevent.aws.child", *arguments], {**os.environ, "PYTHONPATH": path}
 
 
 def parse_answer(text: str, status: object) -> Resolved:
     """The child's JSON line as Resolved; ConfigError for what botocore refused in the configuration,
     StartupError otherwise."""
-    from .errors import ConfigError, StartupError
+    from ..errors import ConfigError, StartupError
 
     try:
         answer = json.loads(text.strip().splitlines()[-1])
@@ -106,7 +106,7 @@ class EarlyResolution:
     def result(self, timeout: float = CHILD_TIMEOUT_SECONDS) -> Resolved:
         import select  # gevent's once patched: waiting here lets nothing else starve
 
-        from .errors import StartupError
+        from ..errors import StartupError
 
         deadline, chunks = time.monotonic() + timeout, []
         try:
@@ -159,7 +159,7 @@ class ChildResolution:
         """The answer; ConfigError for what botocore refused in the configuration, StartupError otherwise."""
         import subprocess
 
-        from .errors import StartupError
+        from ..errors import StartupError
 
         try:
             out, _ = self.process.communicate(timeout=timeout)
@@ -191,7 +191,7 @@ class ChildCredentials:
     def renew(self) -> None:
         import logging
 
-        from .errors import StartupError
+        from ..errors import StartupError
 
         resolved = ChildResolution(self.aws, self.origin, ()).result()
         if resolved.credentials is None:
@@ -205,7 +205,7 @@ class ChildCredentials:
         """The renewal loop (supervised by the daemon, so it returns only once `stopped` is set)."""
         import logging
 
-        from .errors import ConfigError, StartupError
+        from ..errors import ConfigError, StartupError
 
         while not stopped.is_set():
             due = self.next_renewal(time.time())
@@ -225,7 +225,7 @@ class ChildCredentials:
 
 def resolve(request: dict[str, Any], session: Any = None) -> dict[str, Any]:
     """What the daemon would resolve in-process with botocore, as JSON-ready values."""
-    from .config import AwsConfig
+    from ..config.model import AwsConfig
     from .session import open_session, service_endpoint, trusted_ca_bundle  # as in-process, errors included
 
     aws = AwsConfig(profile=request["profile"], region=request["region"], endpoint_url=request["endpoint_url"],
@@ -245,7 +245,7 @@ def resolve(request: dict[str, Any], session: Any = None) -> dict[str, Any]:
 
 
 def child_main(argv: list[str]) -> int:
-    from .errors import ConfigError, describe_error
+    from ..errors import ConfigError, describe_error
 
     try:
         if argv[0] == "--stdin":  # started early: load botocore and a session, then wait for the request

@@ -1,0 +1,1 @@
+"""The configuration: TOML, environment and flags read once into frozen, validated dataclasses."""
