@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import gevent
@@ -16,9 +16,8 @@ import gevent.pool
 from ..config.model import Config
 from ..logs import fields
 from ..metrics import OVERALL, Registry
-from ..setup import Parts
 from ..supervision import log_greenlet_failure
-from ..targets import Outcome
+from ..targets import Outcome, QueueInfo, Target
 from .outcomes import Settler
 from .poller import Poller, Work
 
@@ -38,10 +37,12 @@ class MessageRow:
 class Slots:
     """The slots and the work they hold; the daemon starts them (`dispatch`) and, at stop, waits for them."""
 
-    def __init__(self, config: Config, parts: Parts, poller: Poller, settler: Settler,
-                 registry: Registry, stopping: gevent.event.Event, on_limit: Callable[[str], None]) -> None:
+    def __init__(self, config: Config, targets: Mapping[str, Target], queue_infos: Mapping[str, QueueInfo],
+                 poller: Poller, settler: Settler, registry: Registry, stopping: gevent.event.Event,
+                 on_limit: Callable[[str], None]) -> None:
         self.config = config
-        self.parts = parts
+        self.targets = targets
+        self.queue_infos = queue_infos
         self.poller = poller
         self.settler = settler
         self.registry = registry
@@ -122,11 +123,11 @@ class Slots:
 
     def deliver(self, work: Work) -> None:
         queue = work.state.queue
-        target = self.parts.targets[queue.config.target]
+        target = self.targets[queue.config.target]
         self.settler.start(work, target.hard_deadline_seconds + 5)
         started = time.monotonic()
         try:
-            outcomes = target.deliver(self.parts.queue_infos[queue.name], work.messages)
+            outcomes = target.deliver(self.queue_infos[queue.name], work.messages)
         except Exception as error:  # a bug in a target must neither kill the daemon nor lose the messages
             logger.error("queue=%s target=%s delivery raised", queue.name, target.name, exc_info=True,
                          extra=fields(queue=queue.name, target=target.name))
