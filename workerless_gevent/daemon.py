@@ -13,7 +13,8 @@ import gevent
 import gevent.event
 
 from .aws.clients import Clients
-from .config.model import Config, HttpTargetConfig
+from .config.model import Config, HttpTargetConfig, LambdaTargetConfig
+from .delivery.flow import TargetFlow, TargetRow
 from .delivery.leases import Leases
 from .delivery.ordering import STRATEGIES
 from .delivery.outcomes import Settler
@@ -39,11 +40,12 @@ class Daemon:
         self.parts: Parts = build_parts(config, clients, registry, rng)
         self.leases = Leases(self.parts.queues)
         self.settler = Settler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases,
-                               finish=lambda work, failed_groups: self.poller.finish(work, failed_groups))
+                               finish=lambda work, groups, overloaded: self.poller.finish(work, groups, overloaded))
         self.stopping = gevent.event.Event()
         self.forced = gevent.event.Event()
         self.stopped = gevent.event.Event()
         self.stop_requested_at = 0.0
+        self.flows = build_flows(config)
         states = [self.queue_state(queue.name) for queue in config.queues]
         self.poller = Poller(states, STRATEGIES[config.polling.strategy], batch_size=config.polling.batch_size,
                              poll_for_seconds=config.polling.poll_for, sleep_seconds=config.polling.sleep,
@@ -52,14 +54,20 @@ class Daemon:
                            self.stopping, self.request_stop)
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
         registry.track_gauge("InFlight", lambda: self.slots.in_flight_by_queue(self.parts.queues))
+        registry.track_gauge("TargetLimit", lambda: {queue.name: float(self.flows[queue.target].limit)
+                                                     for queue in config.queues})
         self.status_server = StatusServer(config.status_listen, self) if config.status_listen else None
         self.scheduler = build_scheduler(config, clients, self.parts.queues, rng)
         self.rng = rng
         self.background: list[gevent.Greenlet] = []
 
     def queue_state(self, name: str) -> QueueState:
-        target = self.parts.targets[self.parts.queues[name].config.target]
-        return QueueState(self.parts.queues[name], target.messages_per_delivery, target.pause.remaining_seconds)
+        queue = self.parts.queues[name]
+        target = self.parts.targets[queue.config.target]
+        target_config = self.config.targets[queue.config.target]
+        window = target_config.max_batching_window if isinstance(target_config, LambdaTargetConfig) else 0.0
+        return QueueState(queue, target.messages_per_delivery, target.pause.remaining_seconds,
+                          flow=self.flows[queue.config.target], window_seconds=window)
 
     def request_stop(self, reason: str = "signal") -> None:
         """Signal handlers only set events; the loop does the stopping."""
@@ -123,6 +131,9 @@ class Daemon:
     def message_rows(self) -> list[MessageRow]:
         return self.slots.message_rows()
 
+    def target_rows(self) -> list[TargetRow]:
+        return [flow.row() for flow in self.flows.values()]
+
     def shut_down(self) -> None:
         """Release the buffer at once, give deliveries their grace period, then release the rest."""
         self.settler.release(self.poller.stop(cancel_watchers=bool(not self.in_flight)))
@@ -168,6 +179,13 @@ class Daemon:
         total = self.registry.total
         logger.info("workerless stopped: delivered=%d failed=%d received=%d seconds=%.1f",
                     total("Succeeded"), total("Failed"), total("Received"), seconds)
+
+
+def build_flows(config: Config) -> dict[str, TargetFlow]:
+    """One flow per target, shared by the queues that deliver to it."""
+    return {name: TargetFlow(name, min(target.max_concurrency or config.concurrency, config.concurrency),
+                             target.rate_limit, adaptive=target.overload == "backpressure")
+            for name, target in config.targets.items()}
 
 
 def is_loopback(url: str) -> bool:

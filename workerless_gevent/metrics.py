@@ -10,10 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throttled", "EmptyReceives",
-            "SqsRequests", "StaleReceipts", "DeleteFailed", "VisibilityFailed")
+            "SqsRequests", "StaleReceipts", "DeleteFailed", "VisibilityFailed", "RateLimited", "Filtered")
 OVERALL = ""  # the "queue" of counters that belong to no queue
 OVERALL_COUNTERS = ("InternalErrors",)  # unexpected errors a supervised loop survived
-GAUGES = ("InFlight",)
+GAUGES = ("InFlight", "TargetLimit")
+UNSUMMED_GAUGES = ("TargetLimit",)  # per queue only: a sum over queues would mean nothing
 DISTRIBUTIONS = ("DeliveryTime", "QueueTime")  # milliseconds
 # Prometheus bucket bounds in seconds: deliveries take milliseconds to minutes, waits up to the
 # 14-day retention period.

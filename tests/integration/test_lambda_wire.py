@@ -386,7 +386,8 @@ def test_build_clients_aims_the_wire_where_a_lambda_client_would_go(
     assert wire.http.slots.counter == 7 + 10
     queue = make_queue()
     config = Config(source="test", queues=(QueueConfig(name=queue.name),),
-                    targets={"default": LambdaTargetConfig(name="default", function="fn", timeout=30)})
+                    targets={"default": LambdaTargetConfig(name="default", function="fn", timeout=30,
+                                                           overload="failure")})
     parts = build_parts(config, clients, Registry(), random.Random(1))
     target = parts.targets["default"]
     assert isinstance(target, LambdaTarget) and target.client is wire

@@ -54,7 +54,7 @@ def http_target(app_url: str, **settings: Any) -> HttpTarget:
     (500, {}, Result.FAILURE, "HTTP 500"),
     (404, {}, Result.FAILURE, "HTTP 404"),
     (302, {"Location": "/elsewhere"}, Result.FAILURE, "HTTP 302"),  # redirects are not followed
-    (503, {}, Result.FAILURE, "HTTP 503"),  # without Retry-After it is a plain failure
+    (503, {}, Result.FAILURE, "HTTP 503"),  # without Retry-After, under overload = "failure", a plain failure
     (503, {"Retry-After": "3"}, Result.RETRY, "HTTP 503"),
     (429, {"Retry-After": "1"}, Result.RETRY, "HTTP 429"),
 ])
@@ -65,7 +65,7 @@ def test_http_status_becomes_the_outcome(
     queue = sqs_queue()
     (message,) = received(sqs, queue, ["x"])
     http_app.set_status(status, headers)
-    target = http_target(http_app.url)
+    target = http_target(http_app.url, overload="failure")
     (outcome,) = target.deliver(info(queue), [message])
     assert (outcome.result, outcome.error_type) == (result, error_type)
     if result is Result.RETRY:
@@ -74,6 +74,27 @@ def test_http_status_becomes_the_outcome(
     else:
         assert target.pause.remaining_seconds() <= 0
     assert [request.path for request in http_app.requests] == ["/work"]
+    target.close()
+
+
+@pytest.mark.parametrize(("status", "headers", "result"), [
+    (429, {}, Result.OVERLOADED),
+    (503, {}, Result.OVERLOADED),
+    (503, {"Retry-After": "soon"}, Result.OVERLOADED),  # a Retry-After we cannot read says no more than none
+    (429, {"Retry-After": "2"}, Result.RETRY),
+    (500, {}, Result.FAILURE),
+])
+def test_busy_without_retry_after_is_an_overload_under_backpressure(
+    http_app: HttpApp, sqs: Any, sqs_queue: Callable[..., SqsQueue],
+    status: int, headers: dict[str, str], result: Result,
+) -> None:
+    queue = sqs_queue()
+    (message,) = received(sqs, queue, ["x"])
+    http_app.set_status(status, headers)
+    target = http_target(http_app.url)  # overload = "backpressure" is the default
+    (outcome,) = target.deliver(info(queue), [message])
+    assert (outcome.result, outcome.error_type) == (result, f"HTTP {status}")
+    assert (target.pause.remaining_seconds() > 0) == (result is Result.RETRY)  # an overload pauses nothing
     target.close()
 
 
@@ -162,7 +183,7 @@ def fail_ids(pick: Callable[[list[dict[str, Any]]], list[Any]]) -> Callable[[Inv
     (lambda inv: lambda_function_error(), ["failure"] * 3),
     (lambda inv: lambda_service_error(500, "ServiceException", "internal"), ["failure"] * 3),
     (lambda inv: lambda_service_error(404, "ResourceNotFoundException", "no such function"), ["failure"] * 3),
-    (lambda inv: lambda_throttle(), ["retry"] * 3),
+    (lambda inv: lambda_throttle(), ["overloaded"] * 3),  # overload = "backpressure", the default
 ], ids=["null", "empty-list", "null-list", "no-key", "empty-body", "one-listed", "unknown-id", "empty-id",
         "mis-keyed-id", "invalid-json", "function-error", "service-500", "not-found", "throttle"])
 def test_lambda_response_becomes_per_record_outcomes(
@@ -177,7 +198,7 @@ def test_lambda_response_becomes_per_record_outcomes(
     assert [outcome.result.value for outcome in outcomes] == expected
     (invocation,) = fake_lambda.invocations  # one invocation, no client-side retry
     assert [r["messageId"] for r in invocation.payload["Records"]] == [m.message_id for m in messages]
-    assert (target.pause.remaining_seconds() > 0) == (expected[0] == "retry")
+    assert (target.pause.remaining_seconds() > 0) == (expected[0] in ("retry", "overloaded"))
 
 
 def test_lambda_qualifier_is_sent(fake_lambda: FakeLambda, sqs: Any, sqs_queue: Callable[..., SqsQueue]) -> None:
@@ -196,7 +217,7 @@ def test_lambda_throttles_in_a_row_back_off_longer(
     queue = sqs_queue()
     messages = received(sqs, queue, ["a"])
     fake_lambda.reply(lambda_throttle())
-    target = lambda_target(fake_lambda)
+    target = lambda_target(fake_lambda, overload="failure")  # today's throttle: a retry after the backoff
     waits = [target.deliver(info(queue), messages)[0].retry_after_seconds or 0.0 for _ in range(4)]
     assert all(later_cap <= 60 for later_cap in waits)
     assert waits[3] > waits[0]  # ceilings 2, 4, 8, 16 s: jittered, but the fourth beats the first

@@ -250,12 +250,21 @@ def test_non_ascii_bodies_are_measured_as_sent() -> None:
 
 # --- throttles are retries that pause the target -------------------------------------------------
 
+def test_under_backpressure_a_throttle_is_an_overload_that_still_pauses_the_target() -> None:
+    target = LambdaTarget(LambdaTargetConfig(name="billing", function="billing-fn"), None, random.Random(3))
+    outcome = target.judge_error(client_error("TooManyRequestsException"))
+    assert (outcome.result, outcome.error_type) == (Result.OVERLOADED, "Throttled")
+    assert 0.5 <= target.pause.remaining_seconds() <= 2.0
+    other = target.judge_error(client_error("ResourceNotFoundException"))
+    assert (other.result, other.error_type) == (Result.FAILURE, "ResourceNotFoundException")
+
 def client_error(code: str) -> botocore.exceptions.ClientError:
     return botocore.exceptions.ClientError({"Error": {"Code": code, "Message": "slow down"}}, "Invoke")
 
 
 def test_throttle_is_a_jittered_retry_that_pauses_the_target() -> None:
-    target = LambdaTarget(LambdaTargetConfig(name="billing", function="billing-fn"), None, random.Random(3))
+    target = LambdaTarget(LambdaTargetConfig(name="billing", function="billing-fn", overload="failure"), None,
+                          random.Random(3))
     first = target.judge_error(client_error("TooManyRequestsException"))
     assert (first.result, first.error_type, first.error) == (Result.RETRY, "Throttled",
                                                            "TooManyRequestsException: slow down")

@@ -253,9 +253,22 @@ def test_pause_keeps_the_longest_request(target: HttpTarget) -> None:
         pytest.param(100, None, id="100"),
     ],
 )
-def test_other_statuses_are_failures(target: HttpTarget, status: int, retry_after: str | None) -> None:
+def test_other_statuses_are_failures(status: int, retry_after: str | None) -> None:
+    target = HttpTarget(HttpTargetConfig(name="default", url="http://127.0.0.1:9/x", overload="failure"))
     assert target.judge(status, retry_after) == Outcome.failure(f"HTTP {status}", f"the app answered HTTP {status}")
     assert target.pause.remaining_seconds() <= 0
+    target.close()
+
+
+@pytest.mark.parametrize(("status", "retry_after"), [(429, None), (503, None), (503, "later"), (429, "")])
+def test_busy_without_a_usable_retry_after_is_an_overload_by_default(
+    target: HttpTarget, status: int, retry_after: str | None,
+) -> None:
+    outcome = target.judge(status, retry_after)
+    assert outcome == Outcome.overloaded(f"HTTP {status}", f"the app answered HTTP {status} without Retry-After")
+    assert outcome.result is Result.OVERLOADED
+    assert target.pause.remaining_seconds() <= 0  # overload shrinks the in-flight limit; it pauses nothing
+    assert target.judge(500, None).result is Result.FAILURE
 
 
 def test_header_message_is_built_from_raw_boto3_message() -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import ConfigError
+from ..filtering import FilterError, Pattern, parse_filters
 from .cron import PeriodicConfig, read_periodic, resolve_file
 from .schema import Table
 
@@ -39,6 +40,8 @@ class QueueConfig:
     max_retries: int = 10
     dead_letter_queue: str | None = None
     retention_period: int = 345600
+    max_concurrency: int | None = None  # deliveries in flight from this queue, inside `concurrency`
+    filter: tuple[Pattern, ...] = ()  # Lambda filter criteria; a message no filter matches is deleted undelivered
 
     @property
     def is_fifo(self) -> bool:
@@ -57,6 +60,9 @@ class HttpTargetConfig:
     keepalive_idle: float = 2.0  # seconds a pooled connection may stay idle before it is closed
     signing_secret_env: str | None = None
     signing_secret: str | None = field(default=None, repr=False)  # resolved from signing_secret_env
+    max_concurrency: int | None = None  # deliveries in flight to this target, across its queues
+    rate_limit: float | None = None  # deliveries per second (token bucket, burst = rate_limit)
+    overload: Literal["backpressure", "failure"] = "backpressure"  # 429/503 without Retry-After
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +73,10 @@ class LambdaTargetConfig:
     qualifier: str | None = None
     batch_size: int = 10
     timeout: int = 900
+    max_batching_window: float = 0.0  # seconds to wait to fill batch_size records
+    max_concurrency: int | None = None
+    rate_limit: float | None = None
+    overload: Literal["backpressure", "failure"] = "backpressure"  # a throttle shrinks the in-flight limit
 
 
 TargetConfig = HttpTargetConfig | LambdaTargetConfig
@@ -178,6 +188,8 @@ def _queue(table: Table) -> QueueConfig:
         max_retries=table.integer("max_retries", 10, 1, 1000),
         dead_letter_queue=table.optional_string("dead_letter_queue"),
         retention_period=table.integer("retention_period", 345600, 60, 1209600),
+        max_concurrency=table.optional_integer("max_concurrency", 1, 10000),
+        filter=_filter(table),
     )
     if queue.dead_letter_queue is not None and not QUEUE_NAME.match(queue.dead_letter_queue):
         raise table.fail("dead_letter_queue", "must be 1-80 letters, digits, - or _ (plus .fifo)", queue.dead_letter_queue)
@@ -211,17 +223,45 @@ def _target(table: Table, name: str) -> TargetConfig:
             max_connections=table.integer("max_connections", 50, 1, 10000),
             keepalive_idle=table.number("keepalive_idle", 2, 0, 3600),
             signing_secret_env=table.optional_string("signing_secret_env"),
+            **_flow(table),
         )
     else:
+        window = table.number("max_batching_window", 0, 0, 300)
         target = LambdaTargetConfig(
             name=name,
             function=table.string("function"),
             qualifier=table.optional_string("qualifier"),
-            batch_size=table.integer("batch_size", 10, 1, 10),
+            max_batching_window=window,
+            batch_size=table.integer("batch_size", 10, 1, 10000 if window else 10),
             timeout=table.integer("timeout", 900, 1, 900),
+            **_flow(table),
         )
     table.finish()
     return target
+
+
+def _flow(table: Table) -> dict[str, Any]:
+    """The keys every target has for flow control."""
+    rate = table.raw("rate_limit")
+    return {
+        "max_concurrency": table.optional_integer("max_concurrency", 1, 10000),
+        "rate_limit": None if rate is None else table.number("rate_limit", 1, 0.01, 100000),
+        "overload": table.string("overload", "backpressure", ("backpressure", "failure")),
+    }
+
+
+def _filter(table: Table) -> tuple[Pattern, ...]:
+    """One pattern or a list of up to 5 (any may match), each a JSON string as Lambda takes it."""
+    raw = table.raw("filter")
+    if raw is None:
+        return ()
+    texts = raw if isinstance(raw, list) else [raw]
+    if not texts or len(texts) > 5 or not all(isinstance(text, str) for text in texts):
+        raise table.fail("filter", "must be a JSON pattern string or a list of 1 to 5 of them", raw)
+    try:
+        return parse_filters(texts)
+    except FilterError as error:
+        raise table.fail("filter", str(error), raw) from None
 
 
 def _metrics_interval(table: Table) -> int:
@@ -267,6 +307,11 @@ def _check_cross_references(config: Config, top: Table) -> None:
             raise item.fail("target", problem, queue.target)
         if queue.dead_letter_queue in names:
             raise item.fail("dead_letter_queue", "must not be one of the polled queues", queue.dead_letter_queue)
+        target = config.targets[queue.target]
+        if queue.is_fifo and isinstance(target, LambdaTargetConfig) and (target.max_batching_window or target.batch_size > 10):
+            raise item.fail("target", "a FIFO queue takes batches of at most 10 and no max_batching_window, as in "
+                            f"Lambda; target {queue.target} has batch_size={target.batch_size}, "
+                            f"max_batching_window={target.max_batching_window:g}", queue.target)
     if config.periodic is not None and config.periodic.queue not in names:
         raise top.fail("periodic.queue", "must name one of the [[queues]]", config.periodic.queue)
 

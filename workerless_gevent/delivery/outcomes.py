@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import AWS_ERRORS, describe_error
+from ..filtering import matches_any
 from ..logs import fields
 from ..message import Message
 from ..metrics import Registry
@@ -30,12 +32,16 @@ logger = logging.getLogger(__name__)
 MAX_VISIBILITY_SECONDS = 43200
 MAX_MESSAGE_ATTRIBUTES = 10
 RECEIPT_LIMIT_MARGIN_SECONDS = 60
+FREE_OVERLOADS = 10  # overloaded attempts of one message that do not count toward max_retries
+REMEMBERED_OVERLOADS = 100_000  # messages whose overloads are remembered, the least recent forgotten first
 
 
-Finish = Callable[[Work, set[str]], list[Message]]  # frees a work's FIFO groups; returns what to release
+# Frees a work's FIFO groups and its place under the caps (told whether the target was overloaded);
+# returns the buffered messages to release.
+Finish = Callable[[Work, set[str], bool], list[Message]]
 
 
-def finish_nothing(work: Work, failed_groups: set[str]) -> list[Message]:
+def finish_nothing(work: Work, failed_groups: set[str], overloaded: bool) -> list[Message]:
     return []
 
 
@@ -47,6 +53,7 @@ class Settler:
         self.registry = registry
         self.leases = leases
         self.finish = finish  # the poller's: frees FIFO groups, returns buffered messages behind a failure
+        self.overloads: OrderedDict[str, int] = OrderedDict()  # message id -> overloaded attempts
 
     def admit(self, queue: SqsQueue, messages: list[Message]) -> list[Message]:
         """At receive: count, expire what is past its retention period, hold the rest."""
@@ -67,6 +74,13 @@ class Settler:
                     self.registry.count(queue.name, "Expired")
                     queue.delete(message)
                     continue
+            if not matches_any(queue.config.filter, message):
+                logger.debug("queue=%s message=%s matches no filter: deleted undelivered", queue.name,
+                             message.message_id, extra=fields(queue=queue.name, message_id=message.message_id,
+                                                              outcome="filtered"))
+                self.registry.count(queue.name, "Filtered")
+                queue.delete(message)
+                continue
             self.leases.hold(message)
             admitted.append(message)
         return admitted
@@ -85,13 +99,14 @@ class Settler:
             self.settle_message(queue, message, outcome, target)
             if not outcome.is_success and message.group_id is not None:
                 failed_groups.add(message.group_id)
-        self.release(self.finish(work, failed_groups))
+        overloaded = any(outcome.result is Result.OVERLOADED for outcome in outcomes)
+        self.release(self.finish(work, failed_groups, overloaded))
 
     def abandon(self, work: Work) -> None:
         """After a bug mid-delivery, or a delivery still running at the end of the grace period: what was
         not settled is visible again at once; its FIFO groups are freed with the rest of them released."""
         groups = {message.group_id for message in work.messages if message.group_id is not None}
-        self.release([message for message in work.messages if not message.settled] + self.finish(work, groups))
+        self.release([message for message in work.messages if not message.settled] + self.finish(work, groups, False))
 
     def settle_message(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> None:
         """The SQS action for one outcome; `settle` calls it for each message of a delivery."""
@@ -109,6 +124,14 @@ class Settler:
                         extra=fields(queue=queue.name, message_id=message.message_id, target=target, outcome="retry"))
             queue.change_visibility(message, within_receipt_limit(message, seconds))
             return
+        if outcome.result is Result.OVERLOADED and self.note_overload(message) <= FREE_OVERLOADS:
+            self.registry.count(queue.name, "Throttled")
+            seconds = queue.config.error_visibility_timeout
+            logger.info("queue=%s message=%s target=%s is overloaded (%s): slowing down, retrying in %ds",
+                        queue.name, message.message_id, target, outcome.error, seconds,
+                        extra=fields(queue=queue.name, message_id=message.message_id, target=target, outcome="overloaded"))
+            queue.change_visibility(message, within_receipt_limit(message, seconds))
+            return
         self.registry.count(queue.name, "Failed")
         self.registry.record_failure(outcome.error_type, outcome.error)
         logger.warning("queue=%s message=%s receive_count=%d target=%s outcome=failure type=%s: %s",
@@ -116,10 +139,19 @@ class Settler:
                        extra=fields(queue=queue.name, message_id=message.message_id, target=target, outcome="failure",
                                     error_type=outcome.error_type, receive_count=message.receive_count))
         dead_letter_queue = self.dead_letter_queues.get(queue.name)
-        if dead_letter_queue is not None and message.receive_count >= queue.config.max_retries:
+        counted = message.receive_count - min(FREE_OVERLOADS, self.overloads.get(message.message_id, 0))
+        if dead_letter_queue is not None and counted >= queue.config.max_retries:
             if self.dead_letter(queue, dead_letter_queue, message, outcome):
                 return
         queue.change_visibility(message, within_receipt_limit(message, retry_delay_seconds(queue, message)))
+
+    def note_overload(self, message: Message) -> int:
+        """One more overloaded attempt of this message; returns how many it has had (in this process)."""
+        count = self.overloads.pop(message.message_id, 0) + 1
+        self.overloads[message.message_id] = count
+        if len(self.overloads) > REMEMBERED_OVERLOADS:
+            self.overloads.popitem(last=False)
+        return count
 
     def release(self, messages: list[Message]) -> None:
         """Received but never started (stopping, or behind a failed FIFO message): visible again now."""

@@ -1,6 +1,11 @@
 """Chooses work for free delivery slots: a fresh strategy order per slot, FIFO-aware takes from the
 queues' buffers; the receiving behind the buffers is `receiving.Receiver`'s.
 
+A queue is skipped for a slot while its target is paused, while it or its target is at its
+in-flight cap, while the target's rate allows no delivery yet (`flow.TargetFlow`), and while a
+Lambda batching window is still filling its batch; lower queues may take the slot meanwhile, and no
+receive is made for work that cannot start.
+
 A queue is *ready* while its last receive returned messages and *idle* once one came back empty.
 An idle queue gets exactly one watcher greenlet that long-polls it until something arrives, so
 a new message wakes the daemon at once and idle cost is one request per queue per `poll_for`.
@@ -19,6 +24,7 @@ import gevent
 import gevent.event
 
 from ..message import Message
+from .flow import TargetFlow
 from .ordering import Strategy
 from .queue import SqsQueue
 from .receiving import Admit, Count, Receiver, moving_average
@@ -42,6 +48,32 @@ class QueueState:
     receive_width: int = 1  # how many may be in flight at once
     receive_seconds: float = 0.0  # moving average of a short receive's round trip
     is_drained: bool = False
+    flow: TargetFlow | None = None  # the target's in-flight limit and rate, shared by its queues
+    window_seconds: float = 0.0  # a Lambda batching window: how long to wait to fill take_size
+    in_flight: int = 0  # deliveries from this queue now
+    last_receive_empty: bool = False
+
+    def wait_seconds(self) -> float:
+        """0 when a delivery from this queue may start now; infinity while capped (a finish wakes)."""
+        cap = self.queue.config.max_concurrency
+        if cap is not None and self.in_flight >= cap:
+            return math.inf
+        seconds = self.is_paused()
+        if self.flow is not None and seconds <= 0:
+            seconds = self.flow.wait_seconds()
+        return seconds
+
+    def room(self, free_slots: int) -> int:
+        """How many deliveries from this queue could start now."""
+        cap = self.queue.config.max_concurrency
+        room = free_slots if cap is None else min(free_slots, cap - self.in_flight)
+        return max(0, room if self.flow is None else min(room, self.flow.room()))
+
+    def window_left_seconds(self) -> float:
+        """While a batching window fills a batch: how long it stays open; else 0."""
+        if not self.window_seconds or not self.buffer or len(self.buffer) >= self.take_size:
+            return 0.0
+        return self.window_seconds - (time.time() - self.buffer[0].received_at)
 
     @property
     def weight(self) -> int:
@@ -65,6 +97,7 @@ class QueueRow:
 class Work:
     state: QueueState
     messages: list[Message]
+    started_at: float = 0.0  # by the target flow's clock
 
 
 class Poller:
@@ -76,8 +109,9 @@ class Poller:
         self.rng = rng
         self.stopping = stopping
         self.wake = gevent.event.Event()
+        self.count = count or (lambda queue, name: None)
         self.receiver = Receiver(batch_size=batch_size, poll_for_seconds=poll_for_seconds, sleep_seconds=sleep_seconds,
-                                 rng=rng, stopping=stopping, admit=admit, count=count or (lambda queue, name: None),
+                                 rng=rng, stopping=stopping, admit=admit, count=self.count,
                                  wake=self.wake, pace=lambda: self.finish_interval)
         self.tick = 0
         self.last_finish = 0.0
@@ -93,23 +127,43 @@ class Poller:
         self.tick += 1
         while not self.stopping.is_set():
             self.wake.clear()
-            pause_seconds = [state.is_paused() for state in order]
-            for state, paused in zip(order, pause_seconds):
-                if paused > 0:
+            waits = [state.wait_seconds() for state in order]
+            for index, (state, wait) in enumerate(zip(order, waits)):
+                if wait > 0:
+                    continue
+                room = state.room(free_slots)
+                window_left = state.window_left_seconds()
+                if window_left > 0:
+                    waits[index] = window_left  # lower queues may use the slot while the batch fills
+                    self.receiver.fill(state, state.take_size)
                     continue
                 work = self._take(state)
                 if work is not None:
-                    self.receiver.receive_ahead(state, free_slots - 1, busy_slots)
-                    return work
-                if self.receiver.receive_for(state, free_slots):
+                    self.receiver.receive_ahead(state, room - 1, busy_slots)
+                    return self._start(work)
+                if self.receiver.receive_for(state, room):
                     break  # its messages are on their way: queues after it wait, so priority holds
-            waits = [seconds for seconds in pause_seconds if seconds > 0]
-            gevent.wait([self.wake, self.stopping], count=1, timeout=min(waits) if waits else None)
+            timeouts = [seconds for seconds in waits if 0 < seconds < math.inf]
+            gevent.wait([self.wake, self.stopping], count=1, timeout=min(timeouts) if timeouts else None)
         return None
 
-    def finish(self, work: Work, failed_groups: set[str]) -> list[Message]:
-        """A delivery ended: free its FIFO groups; return buffered messages of failed groups to release."""
+    def _start(self, work: Work) -> Work:
         state = work.state
+        state.in_flight += 1
+        if state.flow is None:
+            return work
+        started_at, waited = state.flow.start()
+        if waited:
+            self.count(state.queue.name, "RateLimited")
+        return Work(state, work.messages, started_at)
+
+    def finish(self, work: Work, failed_groups: set[str], overloaded: bool = False) -> list[Message]:
+        """A delivery ended: free its FIFO groups and its place under the caps (an overload shrinks the
+        target's limit); return buffered messages of failed groups to release."""
+        state = work.state
+        state.in_flight = max(0, state.in_flight - 1)
+        if state.flow is not None:
+            state.flow.finish(work.started_at, overloaded)
         for message in work.messages:
             if message.group_id is not None:
                 state.busy_groups.discard(message.group_id)

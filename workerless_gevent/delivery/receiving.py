@@ -95,6 +95,16 @@ class Receiver:
             self._start_receive(state)
             coming += self.batch_size
 
+    def fill(self, state: QueueState, wanted_messages: int) -> None:
+        """While a batching window is open: receive until the batch could be full, but not again after a
+        receive came back empty (the queue has nothing more; the window then just runs out)."""
+        if not state.is_ready or state.watcher is not None or state.last_receive_empty:
+            return
+        coming = len(state.buffer) + state.receiving * self.batch_size
+        while coming < wanted_messages and state.receiving < state.receive_width:
+            self._start_receive(state)
+            coming += self.batch_size
+
     def _start_receive(self, state: QueueState) -> None:
         state.receiving += 1
         self.receivers.spawn(self._receive_now, state)
@@ -147,6 +157,7 @@ class Receiver:
 
     def _receive(self, state: QueueState, wait_seconds: int) -> list[Message]:
         messages = state.queue.receive(self.batch_size, wait_seconds)
+        state.last_receive_empty = not messages
         admitted = self.admit(state.queue, messages)
         state.buffer.extend(admitted)
         return messages

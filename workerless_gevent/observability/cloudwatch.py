@@ -12,7 +12,7 @@ import gevent
 import gevent.event
 
 from ..errors import AWS_ERRORS, describe_error
-from ..metrics import COUNTERS, OVERALL, OVERALL_COUNTERS, RateSummary, Registry, Window
+from ..metrics import COUNTERS, OVERALL, OVERALL_COUNTERS, UNSUMMED_GAUGES, RateSummary, Registry, Window
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,8 @@ def build_datums(window: Window, gauges: dict[tuple[str, str], float]) -> list[d
     overall_gauges: dict[str, float] = {}
     for (name, queue), sample in gauges.items():
         if math.isfinite(sample):
-            overall_gauges[name] = overall_gauges.get(name, 0.0) + sample
+            if name not in UNSUMMED_GAUGES:
+                overall_gauges[name] = overall_gauges.get(name, 0.0) + sample
             datums.append(datum(name, queue, now, "Count", value=sample))
     datums.extend(datum(name, None, now, "Count", value=sample) for name, sample in overall_gauges.items())
     overall: dict[str, dict[float, int]] = {}

@@ -21,7 +21,9 @@ COUNTER_HELP = {
     "Failed": "Deliveries that failed; the message will be retried or dead-lettered.",
     "Expired": "Messages older than retention_period, deleted undelivered.",
     "DeadLettered": "Messages moved to the dead-letter queue.",
-    "Throttled": "Deliveries the target asked to retry later (429/503 Retry-After, Lambda throttle).",
+    "Throttled": "Deliveries the target asked to retry later or found it overloaded (429/503, Lambda throttle).",
+    "RateLimited": "Deliveries that waited for their target's rate_limit.",
+    "Filtered": "Messages that matched no filter of their queue, deleted undelivered.",
     "EmptyReceives": "ReceiveMessage calls that returned no message.",
     "SqsRequests": "SQS API requests made.",
     "StaleReceipts": "Deletes or visibility changes refused for a stale receipt handle.",
@@ -58,6 +60,7 @@ class RegistryCollector:
         yield from self.counters(list(dict.fromkeys(queues + self.registry.queue_names())))
         yield from self.histograms(queues)
         yield from queue_gauges(status)
+        yield from target_gauges(status)
         for name in OVERALL_COUNTERS:
             overall = CounterMetricFamily(f"workerless_{snake_case(name)}", COUNTER_HELP.get(name, name))
             overall.add_metric([], self.registry.totals[(name, OVERALL)])
@@ -108,6 +111,17 @@ def queue_gauges(status: dict[str, Any]) -> Iterator[Metric]:
     for queue in status["queues"]:
         ready.add_metric([queue["name"]], 1.0 if queue["state"] == "ready" else 0.0)
     yield ready
+
+
+def target_gauges(status: dict[str, Any]) -> Iterator[Metric]:
+    limit = GaugeMetricFamily("workerless_target_limit", "The target's current in-flight limit (shrinks on overload).",
+                              labels=["target"])
+    in_flight = GaugeMetricFamily("workerless_target_in_flight", "Deliveries in flight to the target.", labels=["target"])
+    for target in status.get("targets", []):
+        limit.add_metric([target["name"]], float(target["limit"]))
+        in_flight.add_metric([target["name"]], float(target["in_flight"]))
+    yield limit
+    yield in_flight
 
 
 def build_exposition(registry: Registry, snapshot: Snapshot) -> Callable[[], bytes]:

@@ -17,6 +17,7 @@ from gevent import pywsgi
 
 from .. import __version__
 from ..config.model import Config
+from ..delivery.flow import TargetRow
 from ..delivery.poller import QueueRow
 from ..delivery.slots import MessageRow
 from ..errors import StartupError
@@ -43,6 +44,8 @@ class DaemonView(Protocol):
     def queue_rows(self) -> list[QueueRow]: ...
 
     def message_rows(self) -> list[MessageRow]: ...
+
+    def target_rows(self) -> list[TargetRow]: ...
 
     def are_loops_alive(self) -> bool: ...
 
@@ -98,6 +101,8 @@ def build_snapshot(view: DaemonView, started_at: float) -> dict[str, Any]:
         "concurrency": config.concurrency,
         "strategy": config.polling.strategy,
         "queues": queue_rows(rows, messages, registry),
+        "targets": [{"name": row.name, "limit": row.limit, "max_concurrency": row.max_concurrency,
+                     "rate_limit": row.rate_limit, "in_flight": row.in_flight} for row in view.target_rows()],
         "in_flight_count": len(messages),
         "in_flight": messages[:MAX_LISTED_MESSAGES],
         "totals": {name: registry.total(name) for name in COUNTERS},

@@ -46,6 +46,7 @@ def render_page(status: dict[str, Any]) -> str:
  · strategy {escape(status["strategy"])} · in flight {status["in_flight_count"]}/{status["concurrency"]}</span></header>
 <main><div class="cards">{render_cards(status["totals"])}</div>
 <section id="queues"><h2>Queues</h2>{render_queues(status["queues"])}</section>
+<section id="targets"><h2>Targets</h2>{render_targets(status.get("targets", []))}</section>
 <section id="in-flight"><h2>In flight ({status["in_flight_count"]})</h2>
 {render_in_flight(status["in_flight"])}</section>
 <section id="failures"><h2>Failures by type</h2>{render_failures(status["failures"])}</section></main>
@@ -84,6 +85,12 @@ def render_queues(queues: list[dict[str, Any]]) -> str:
     headers = ("queue", "target", "state", "buffered", "in flight", "received", "succeeded", "failed",
                "receive failures")
     return render_table(headers, rows, "no queues")
+
+
+def render_targets(targets: list[dict[str, Any]]) -> str:
+    rows = [[cell(t["name"]), cell(t["in_flight"]), cell(t["limit"]), cell(t["max_concurrency"]),
+             cell("–" if t["rate_limit"] is None else f'{t["rate_limit"]:g}/s')] for t in targets]
+    return render_table(("target", "in flight", "limit now", "max concurrency", "rate limit"), rows, "no targets")
 
 
 def render_in_flight(messages: list[dict[str, Any]]) -> str:

@@ -14,6 +14,7 @@ class Result(enum.Enum):
     SUCCESS = "success"
     FAILURE = "failure"
     RETRY = "retry"  # the target asked to be left alone for a while (429/503 Retry-After, throttle)
+    OVERLOADED = "overloaded"  # busy, without saying for how long: slow down; the attempt is not held against it
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,10 @@ class Outcome:
     @classmethod
     def failure(cls, error_type: str, error: str) -> Outcome:
         return cls(Result.FAILURE, error_type, error)
+
+    @classmethod
+    def overloaded(cls, error_type: str, error: str) -> Outcome:
+        return cls(Result.OVERLOADED, error_type, error)
 
     @property
     def is_success(self) -> bool:

@@ -66,6 +66,8 @@ class LambdaTarget:
             ceiling = min(60.0, 2.0 ** self.throttles_in_a_row)
             seconds = self.rng.uniform(ceiling / 2, ceiling)
             self.pause.extend(seconds)
+            if self.config.overload == "backpressure":
+                return Outcome.overloaded("Throttled", describe_error(error))
             return Outcome(Result.RETRY, "Throttled", describe_error(error), seconds)
         return Outcome.failure(code, describe_error(error))
 

@@ -71,11 +71,13 @@ class HttpTarget:
     def judge(self, status: int, retry_after: str | None) -> Outcome:
         if 200 <= status < 300:
             return Outcome.success()
-        if status in (429, 503) and retry_after is not None:
-            seconds = parse_retry_after(retry_after)
+        if status in (429, 503):
+            seconds = parse_retry_after(retry_after) if retry_after is not None else None
             if seconds is not None:
                 self.pause.extend(seconds)
                 return Outcome(Result.RETRY, f"HTTP {status}", f"HTTP {status}, Retry-After {seconds:g}s", seconds)
+            if self.config.overload == "backpressure":
+                return Outcome.overloaded(f"HTTP {status}", f"the app answered HTTP {status} without Retry-After")
         return Outcome.failure(f"HTTP {status}", f"the app answered HTTP {status}")
 
     def close(self) -> None:
