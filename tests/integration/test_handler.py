@@ -12,6 +12,7 @@ import gevent.event
 from tests.integration.helpers import receive_exactly
 from tests.support import Queue, count_messages, count_visible, drain_bodies, wait_until
 from workerless_gevent.delivery.outcomes import Settler
+from workerless_gevent.filtering import parse_filters
 from workerless_gevent.delivery.leases import Leases
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
@@ -193,3 +194,36 @@ def test_heartbeat_keeps_a_slow_delivery_invisible_then_lets_go(
     finally:
         stopped.set()
         beating.join(timeout=5)
+
+
+def test_a_message_no_filter_matches_is_deleted_undelivered_and_counted(
+    sqs: Any, sqs_queue: Callable[..., SqsQueue], registry: Registry
+) -> None:
+    queue = sqs_queue(filter=parse_filters(['{"body": {"kind": ["order"]}}']))
+    handler, leases = wire(registry, queue)
+    for body in ('{"kind": "order"}', '{"kind": "audit"}', "plain"):
+        sqs.send_message(QueueUrl=queue.url, MessageBody=body)
+    admitted = handler.admit(queue, receive_exactly(queue, 3))
+    assert [m.body for m in admitted] == ['{"kind": "order"}'] and leases.in_flight() == 1
+    wait_until(lambda: count_messages(sqs, queue.url) == 1, 10, message="filtered messages not deleted")
+    assert registry.total("Filtered", queue.name) == 2
+
+
+def test_overloads_are_retried_after_the_error_visibility_and_do_not_count_toward_max_retries(
+    sqs: Any, make_queue: Callable[..., Queue], sqs_queue: Callable[..., SqsQueue], registry: Registry
+) -> None:
+    dlq_queue = make_queue()
+    queue = sqs_queue(max_retries=1, error_visibility_timeout=0, dead_letter_queue=dlq_queue.name)
+    handler, _ = wire(registry, queue, sqs_queue(dlq_queue))
+    busy = Outcome.overloaded("HTTP 429", "the app answered HTTP 429 without Retry-After")
+    sqs.send_message(QueueUrl=queue.url, MessageBody="x")
+    for receive in range(1, 12):
+        (message,) = handler.admit(queue, receive_exactly(queue, 1))
+        assert message.receive_count == receive
+        handler.settle_message(queue, message, busy, "default")
+        if receive <= 10:  # ten overloads are free: back on the queue, never dead-lettered
+            wait_until(lambda: queue.pending_count() == 0, 10, message="visibility change not sent")
+            assert count_messages(sqs, dlq_queue.url) == 0
+    # the eleventh counts as a failure, and with max_retries = 1 (11 receives, 10 of them free) it goes
+    wait_until(lambda: count_messages(sqs, dlq_queue.url) == 1, 10, message="not dead-lettered after 11 overloads")
+    assert (registry.total("Throttled", queue.name), registry.total("Failed", queue.name)) == (10, 1)
