@@ -10,9 +10,10 @@ from typing import Any, Callable
 
 import gevent
 
-from tests.e2e.helpers import send_batch
+from tests.e2e.helpers import http_get, send_batch
+from tests.e2e.test_status_endpoints import samples
 from tests.support import (Daemon, FakeLambda, HttpApp, Invocation, LambdaReply, Queue, build_config_file,
-                           count_messages, lambda_result, wait_until)
+                           count_messages, lambda_result, status_url, wait_until)
 from tests.support.http_app import RecordedRequest, Reply
 
 
@@ -168,3 +169,34 @@ def test_a_filter_deletes_what_matches_nothing_undelivered_and_counts_it(
     expected = {body for body in bodies if json.loads(body)["kind"] == "order" and json.loads(body)["n"] < 16}
     assert {request.body.decode() for request in http_app.requests} == expected and len(expected) == 8
     assert len(http_app.requests) == 8  # the other 13, the body that is not JSON among them, deleted undelivered
+
+
+def test_the_limit_the_rate_and_the_counts_are_on_metrics_and_the_status_page(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp,
+    sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    queue = make_queue()
+    answers = iter([(429, {}, b"busy")] * 3)
+    http_app.respond = lambda request: next(answers, (200, {}, b""))
+    send_batch(sqs, queue.url, [json.dumps({"kind": "order"})] * 10 + [json.dumps({"kind": "audit"})] * 2)
+    proc = start(daemon, aws_env, tmp_path, concurrency=6, polling={"poll_for": 1},
+                 queues=[{"name": queue.name, "error_visibility_timeout": 0,
+                          "filter": json.dumps({"body": {"kind": ["order"]}})}],
+                 targets={"default": {"type": "http", "url": f"{http_app.url}/work", "max_concurrency": 6,
+                                      "rate_limit": 5}},
+                 tables={"status": {"listen": "127.0.0.1:0"}})
+    url = status_url(proc, timeout=20)
+    wait_until(lambda: json.loads(http_get(url + "/status")[2])["totals"]["Succeeded"] == 10, 30,
+               message=lambda: f"{json.loads(http_get(url + '/status')[2])['totals']}")
+    values = samples(http_get(url + "/metrics")[2])
+    one = (("queue", queue.name),)
+    assert 1 <= values[("workerless_target_limit", (("target", "default"),))] < 6  # shrunk by the 429s
+    assert values[("workerless_target_in_flight", (("target", "default"),))] == 0
+    assert values[("workerless_rate_limited_total", one)] >= 1  # 13 deliveries at 5/s: some waited
+    assert values[("workerless_filtered_total", one)] == 2
+    assert values[("workerless_throttled_total", one)] == 3 and values[("workerless_failed_total", one)] == 0
+    (target,) = json.loads(http_get(url + "/status")[2])["targets"]
+    assert (target["name"], target["max_concurrency"], target["rate_limit"]) == ("default", 6, 5.0)
+    page = http_get(url + "/")[2]
+    assert "<h2>Targets</h2>" in page and "5/s" in page and "limit now" in page
+    assert proc.stop(timeout=20) == 0
