@@ -227,3 +227,17 @@ def test_overloads_are_retried_after_the_error_visibility_and_do_not_count_towar
     # the eleventh counts as a failure, and with max_retries = 1 (11 receives, 10 of them free) it goes
     wait_until(lambda: count_messages(sqs, dlq_queue.url) == 1, 10, message="not dead-lettered after 11 overloads")
     assert (registry.total("Throttled", queue.name), registry.total("Failed", queue.name)) == (10, 1)
+
+
+def test_a_dead_letter_copy_that_fails_keeps_the_message_for_its_retry_delay(
+    sqs: Any, make_queue: Callable[..., Queue], sqs_queue: Callable[..., SqsQueue], registry: Registry
+) -> None:
+    dlq_queue = make_queue()
+    queue = sqs_queue(max_retries=1, error_visibility_timeout=300, dead_letter_queue=dlq_queue.name)
+    handler, _ = wire(registry, queue, sqs_queue(dlq_queue))
+    message = receive_one(sqs, queue, handler)
+    sqs.delete_queue(QueueUrl=dlq_queue.url)  # the copy cannot be made
+    handler.settle_message(queue, message, FAILED, "default")
+    wait_until(lambda: queue.pending_count() == 0, 10, message="visibility change not sent")
+    assert count_messages(sqs, queue.url) == 1 and count_visible(sqs, queue.url) == 0  # kept, hidden for 300 s
+    assert registry.total("DeadLettered", queue.name) == 0 and registry.total("Failed", queue.name) == 1

@@ -109,41 +109,44 @@ class Settler:
         self.release([message for message in work.messages if not message.settled] + self.finish(work, groups, False))
 
     def settle_message(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> None:
-        """The SQS action for one outcome; `settle` calls it for each message of a delivery."""
+        """The SQS action for one outcome (`settle` calls it for each message of a delivery): `decide`
+        picks it, then the queue gets it, once."""
         self.leases.release(message)
+        action, seconds = self.decide(queue, message, outcome, target)
+        if action == "dead-letter" and not self.dead_letter(queue, message, outcome):
+            action = "retry"  # the copy is not safely there: keep the message, try again at its next failure
+        if action == "retry":
+            queue.change_visibility(message, seconds)
+        else:  # a success, or a dead-letter copy that is safely there
+            queue.delete(message)
+
+    def decide(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> tuple[str, int]:
+        """("delete" | "retry" | "dead-letter", seconds until a retried message is visible again), counted
+        and logged."""
+        ids = {"queue": queue.name, "message_id": message.message_id, "target": target}
         if outcome.result is Result.SUCCESS:
             self.registry.count(queue.name, "Succeeded")
-            queue.delete(message)
-            return
-        if outcome.result is Result.RETRY:
+            return "delete", 0
+        if outcome.result is Result.RETRY or (outcome.result is Result.OVERLOADED
+                                              and self.note_overload(message) <= FREE_OVERLOADS):
             self.registry.count(queue.name, "Throttled")
             delay = outcome.retry_after_seconds
             seconds = int(math.ceil(delay if delay is not None else queue.config.error_visibility_timeout))
-            logger.info("queue=%s message=%s target=%s asked to retry in %ds (%s)",
-                        queue.name, message.message_id, target, seconds, outcome.error,
-                        extra=fields(queue=queue.name, message_id=message.message_id, target=target, outcome="retry"))
-            queue.change_visibility(message, within_receipt_limit(message, seconds))
-            return
-        if outcome.result is Result.OVERLOADED and self.note_overload(message) <= FREE_OVERLOADS:
-            self.registry.count(queue.name, "Throttled")
-            seconds = queue.config.error_visibility_timeout
-            logger.info("queue=%s message=%s target=%s is overloaded (%s): slowing down, retrying in %ds",
-                        queue.name, message.message_id, target, outcome.error, seconds,
-                        extra=fields(queue=queue.name, message_id=message.message_id, target=target, outcome="overloaded"))
-            queue.change_visibility(message, within_receipt_limit(message, seconds))
-            return
+            kind = "asked to retry" if outcome.result is Result.RETRY else "is overloaded, slowing down; retrying"
+            logger.info("queue=%s message=%s target=%s %s in %ds (%s)", queue.name, message.message_id, target,
+                        kind, seconds, outcome.error, extra=fields(**ids, outcome=outcome.result.value))
+            return "retry", within_receipt_limit(message, seconds)
         self.registry.count(queue.name, "Failed")
         self.registry.record_failure(outcome.error_type, outcome.error)
         logger.warning("queue=%s message=%s receive_count=%d target=%s outcome=failure type=%s: %s",
                        queue.name, message.message_id, message.receive_count, target, outcome.error_type, outcome.error,
-                       extra=fields(queue=queue.name, message_id=message.message_id, target=target, outcome="failure",
-                                    error_type=outcome.error_type, receive_count=message.receive_count))
-        dead_letter_queue = self.dead_letter_queues.get(queue.name)
+                       extra=fields(**ids, outcome="failure", error_type=outcome.error_type,
+                                    receive_count=message.receive_count))
+        seconds = within_receipt_limit(message, retry_delay_seconds(queue, message))
         counted = message.receive_count - min(FREE_OVERLOADS, self.overloads.get(message.message_id, 0))
-        if dead_letter_queue is not None and counted >= queue.config.max_retries:
-            if self.dead_letter(queue, dead_letter_queue, message, outcome):
-                return
-        queue.change_visibility(message, within_receipt_limit(message, retry_delay_seconds(queue, message)))
+        if queue.name in self.dead_letter_queues and counted >= queue.config.max_retries:
+            return "dead-letter", seconds  # the seconds serve if the copy cannot be made
+        return "retry", seconds
 
     def note_overload(self, message: Message) -> int:
         """One more overloaded attempt of this message; returns how many it has had (in this process)."""
@@ -159,8 +162,9 @@ class Settler:
             self.leases.release(message)
             self.queues[message.queue].change_visibility(message, 0)
 
-    def dead_letter(self, queue: SqsQueue, dead_letter_queue: SqsQueue, message: Message, outcome: Outcome) -> bool:
-        """Copy to the dead-letter queue, and delete only once the copy is safely there."""
+    def dead_letter(self, queue: SqsQueue, message: Message, outcome: Outcome) -> bool:
+        """Copy to the dead-letter queue; True once the copy is safely there (then the caller deletes)."""
+        dead_letter_queue = self.dead_letter_queues[queue.name]
         extra = {"MessageGroupId": message.group_id or "workerless"} if dead_letter_queue.config.is_fifo else {}
         if dead_letter_queue.config.is_fifo:
             extra["MessageDeduplicationId"] = message.message_id
@@ -176,7 +180,6 @@ class Settler:
                        queue.name, message.message_id, dead_letter_queue.name, message.receive_count,
                        extra=fields(queue=queue.name, message_id=message.message_id, outcome="dead-lettered",
                                     dead_letter_queue=dead_letter_queue.name, receive_count=message.receive_count))
-        queue.delete(message)
         return True
 
 

@@ -133,7 +133,7 @@ class Slots:
                          extra=fields(queue=queue.name, target=target.name))
             outcomes = [Outcome.failure("InternalError", repr(error))] * len(work.messages)
         elapsed_ms = (time.monotonic() - started) * 1000
-        for _ in work.messages:
-            self.registry.observe(queue.name, "DeliveryTime", elapsed_ms)
         self.settler.settle(work, outcomes, target.name)
         self.in_flight.discard(work)
+        for _ in work.messages:
+            self.registry.observe(queue.name, "DeliveryTime", elapsed_ms)
