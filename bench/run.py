@@ -6,9 +6,10 @@
 
 Options: --runs=N, --only=NAME[,NAME] (throughput, components, slow_sink, requests, idle, wake, memory,
 priority, latency, startup, scale, lambda), --no-profile, --strict (exit 1 on a missed target),
---daemon-bin=PATH (measure another checkout, e.g. a proposed fix), --json=PATH (default bench/results/latest.json; latest-quick.json
-with --quick, so a smoke run never overwrites the figures of a full run), --latency-messages=N
-(backlog of the latency scenario; default 50,000, or 5,000 with --quick).
+--daemon-bin=PATH (measure another checkout, e.g. a proposed fix), --json=PATH (default
+bench/results/latest.json; latest-quick.json with --quick, so a smoke run never overwrites the figures
+of a full run), --latency-messages=N (backlog of the latency scenario; default 50,000, or 5,000 with
+--quick).
 
 It installs fauxqs (npm) into bench/node_modules if missing, starts fauxqs, the sink
 (bench/sink.mjs) and, for the request-counting scenarios only, the counting proxy
@@ -24,7 +25,7 @@ This module is the command line only. The parts: session.py (settings, the node 
 workers, one backlog run), scenarios.py (what each --only name runs; the backlog scenarios),
 polling.py (requests, idle, wake, priority), scale.py (startup, scale, lambda), profiling.py (py-spy
 and the greenlet switches), profile_summary.py (py-spy's stacks by package folder and by area),
-report.py (target checks, the printed table, the JSON); harness.py holds the processes they drive.
+checks.py (the targets), report.py (the printed table and profile, the JSON); harness.py holds the processes they drive.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import checks  # noqa: E402
 import harness  # noqa: E402
 import profiling  # noqa: E402
 import report  # noqa: E402
@@ -111,7 +113,7 @@ def main() -> int:
     finally:
         bench.close()
     ok = {name: value for name, value in results["scenarios"].items() if "error" not in value}
-    results["targets"] = report.target_checks({"scenarios": ok})
+    results["targets"] = checks.target_checks({"scenarios": ok})
     results["seconds"] = round(time.monotonic() - began, 1)
     results["machine"]["loadavg_end"] = os.getloadavg()
     report.write_results(args.json, results)

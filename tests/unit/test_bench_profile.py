@@ -76,15 +76,18 @@ def test_the_names_the_areas_rely_on_exist_in_the_package() -> None:
 
 RECEIVE = ("Receiver._receive_now (workerless_gevent/delivery/receiving.py:80);"
            "SqsQueue.receive (workerless_gevent/delivery/queue.py:64);"
-           "SqsWire.receive_message (workerless_gevent/wire/sqs.py:106);SqsWire.call (workerless_gevent/wire/sqs.py:139);"
+           "SqsWire.receive_message (workerless_gevent/wire/sqs.py:106);"
+           "SqsWire.call (workerless_gevent/wire/sqs.py:139);"
            "Retrier.call (workerless_gevent/wire/retries.py:96);"
            "SqsWire.call.<locals>.<lambda> (workerless_gevent/wire/sqs.py:139);"
            "SqsWire.call_once (workerless_gevent/wire/sqs.py:150)")
 DELETE = ("SqsQueue._delete_batch (workerless_gevent/delivery/queue.py:122);"
           "SqsWire.delete_message_batch (workerless_gevent/wire/sqs.py:130);"
           "SqsWire.call_once (workerless_gevent/wire/sqs.py:155)")
-SLOT = ("Slots.run_slot (workerless_gevent/delivery/slots.py:66);Slots.deliver (workerless_gevent/delivery/slots.py:108);"
-        "HttpTarget.deliver (workerless_gevent/targets/http.py:44);HttpTarget.post (workerless_gevent/targets/http.py:52)")
+SLOT = ("Slots.run_slot (workerless_gevent/delivery/slots.py:66);"
+        "Slots.deliver (workerless_gevent/delivery/slots.py:108);"
+        "HttpTarget.deliver (workerless_gevent/targets/http.py:44);"
+        "HttpTarget.post (workerless_gevent/targets/http.py:52)")
 SEND = "Connections.exchange (workerless_gevent/wire/http.py:106);socket.sendall (gevent/_socketcommon.py:699)"
 
 
@@ -102,7 +105,8 @@ SEND = "Connections.exchange (workerless_gevent/wire/http.py:106);socket.sendall
                      "HTTP request and response (wire.http)", id="delete-http"),
         pytest.param("SqsQueue._change_batch (workerless_gevent/delivery/queue.py:140);"
                      "SqsWire.change_message_visibility_batch (workerless_gevent/wire/sqs.py:133);"
-                     "SqsWire.call_once (workerless_gevent/wire/sqs.py:155);loads (/usr/lib/python3.11/json/__init__.py:346)",
+                     "SqsWire.call_once (workerless_gevent/wire/sqs.py:155);"
+                     "loads (/usr/lib/python3.11/json/__init__.py:346)",
                      "wire/", "SQS ChangeMessageVisibilityBatch via wire.sqs, from "
                      "SqsQueue._change_batch (workerless_gevent/delivery/queue.py:140)",
                      "JSON encode/decode (json.dumps, json.loads)", id="visibility-json"),
