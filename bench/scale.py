@@ -1,8 +1,9 @@
 """The scale scenarios of bench/run.py: startup, scale (50 idle queues, and 1000 slots on one) and lambda.
 
-Each scenario is a function of run.py's Bench (fauxqs, the sink, the runner's SQS client) returning the
-figures for the JSON; `table_rows`, `details` and `target_checks` put them in the printed report. The
-memory scenario's c=1000 case stays in run.py, beside c=50 and c=500.
+Each scenario is a function of the Bench of bench/session.py (fauxqs, the sink, the runner's SQS client)
+returning the figures for the JSON; bench/scenarios.py names them for `--only`, and `table_rows`,
+`details` and `target_checks` put them in bench/report.py's printed report. The memory scenario's
+c=1000 case stays in bench/scenarios.py, beside c=50 and c=500.
 
 * startup  time from just before Popen to the first delivery at the sink, daemon (HTTP target, one
            queue with a message waiting, --max-messages=1) against bench/baseline.py the same way;

@@ -3,7 +3,7 @@
 
 Usage: switches.py SCRIPT [ARGS...]. At exit one line goes to stderr:
     SWITCHES {"switch": N, "throw": M}
-bench/run.py divides N by the messages delivered: each switch is a trip through the gevent hub,
+bench/profiling.py divides N by the messages delivered: each switch is a trip through the gevent hub,
 which on this VM is a large part of the per-message CPU cost.
 """
 

@@ -1,0 +1,166 @@
+"""The running bench: its settings, the node services and workers it started, and one backlog run.
+
+Every scenario (bench/scenarios.py, bench/polling.py, bench/scale.py) is a function of a Bench: it
+creates queues through `bench.sqs`, resets `bench.sink`, starts workers with `bench.worker` (so
+`close` can stop them) and returns its figures.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import harness
+import scale
+from harness import Proxy, Sink, Sqs, Worker, make_baseline, make_daemon, spread, unique
+
+
+class Settings:
+    def __init__(self, quick: bool, runs: int | None, latency_messages: int | None = None) -> None:
+        self.quick = quick
+        self.runs = runs or (1 if quick else 3)
+        self.throughput_messages = 1000 if quick else 5000
+        self.slow_messages = 500 if quick else 2000
+        self.slow_delay_ms = 20
+        self.request_messages = 500 if quick else 2000
+        self.idle_window = 6.0 if quick else 30.0
+        self.idle_poll_for = 2
+        self.wake_tries = 5 if quick else 20
+        self.wake_poll_for = 20
+        self.memory_delay_ms = 500  # long enough that every slot is busy even at concurrency 500
+        # c=1000: 10 messages per slot, so that the baseline's slots (10 per receive) are all busy too
+        self.memory_messages = {50: 150, 500: 1500, 1000: 3000} if quick else {50: 500, 500: 5000, 1000: 10000}
+        self.priority_low = 500 if quick else 2000
+        self.priority_high = 50 if quick else 200
+        self.priority_delay_ms = 5
+        self.priority_concurrency = 10
+        self.latency_messages = latency_messages or (5000 if quick else 50000)
+        self.latency_rtts_ms = (0, 10, 30)
+        self.latency_concurrency = 50
+        self.scale = scale.ScaleSettings(quick)
+
+
+class Bench:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        harness.ensure_fauxqs()
+        self.fauxqs = harness.Fauxqs()
+        self.sink = Sink()
+        self.sqs = Sqs(self.fauxqs.direct_url)  # setup never waits for the round trip the workers get
+        self.scale_settings = settings.scale
+        self._proxy: Proxy | None = None
+        self.workers: list[Worker] = []
+
+    @property
+    def proxy(self) -> Proxy:
+        if self._proxy is None:
+            self._proxy = Proxy(self.fauxqs.port)
+        return self._proxy
+
+    def close(self) -> None:
+        for worker in self.workers:
+            if worker.exit_code is None:
+                worker.kill()
+        for service in (self._proxy, self.sink, self.fauxqs):
+            if service is not None:
+                service.stop()
+
+    def worker(self, kind: str, label: str, *, endpoint: str | None = None, queues: list[str], concurrency: int,
+               poll_for: int = 1, max_messages: int | None = None, drain: bool = False,
+               max_connections: int | None = None, lambda_function: str | None = None) -> Worker:
+        endpoint = endpoint or self.fauxqs.url
+        if kind == "daemon":
+            extra: list[str] = []
+            if max_messages:
+                extra.append(f"--max-messages={max_messages}")
+            if drain:
+                extra.append("--drain")
+            worker = make_daemon(label, endpoint, queues=queues, sink_url=self.sink.url, concurrency=concurrency,
+                                 poll_for=poll_for, max_connections=max_connections, extra=tuple(extra),
+                                 lambda_function=lambda_function,  # Invoke goes to the sink (bench/sink.mjs)
+                                 lambda_endpoint=self.sink.url if lambda_function else None)
+        else:
+            worker = make_baseline(label, endpoint, queues=queues, sink_url=self.sink.url, concurrency=concurrency,
+                                   poll_for=poll_for, max_messages=max_messages)
+        self.workers.append(worker)
+        return worker.start()
+
+    def backlog_run(self, kind: str, label: str, *, concurrency: int, messages: int, delay_ms: float,
+                    max_connections: int | None = None, lambda_function: str | None = None) -> dict[str, Any]:
+        """Load a backlog, start the worker, sample until the sink has seen every message."""
+        name = unique(label)
+        url = self.sqs.create(name)
+        self.sqs.send_many(url, messages, "bulk")
+        self.sink.reset(delay_ms)
+        worker = self.worker(kind, label, queues=[name], concurrency=concurrency, max_messages=messages,
+                             max_connections=max_connections, lambda_function=lambda_function)
+        helper_cpu = self._sample_until_delivered(worker, messages)
+        code = worker.wait(30)
+        if code is None:
+            code = worker.stop()
+        stats = self.sink.stats()  # after the exit, so the last answers of a slow sink are in
+        left = self.sqs.left(url)  # delivered but never deleted: SQS would deliver them again
+        self.sqs.delete(url)
+        by_action = self.fauxqs.requests(name)  # the worker's own requests, counted by fauxqs
+        self.fauxqs.forget(name)
+        delivered = stats["count"]
+        if delivered < messages:
+            raise RuntimeError(f"{label}: only {delivered}/{messages} delivered (exit {code}); "
+                               f"see {worker.log_path}")
+        # first arrival to last answer: with a slow sink the last wave's wait counts too
+        span_s = ((stats["last_done"] or stats["last"]) - stats["first"]) / 1000
+        return {
+            "messages": delivered,
+            "msgs_per_s": delivered / span_s if span_s > 0 else None,
+            **cpu_figures(worker, messages, helper_cpu),
+            "peak_rss_mb": worker.peak_rss_mb(),
+            "sink_max_in_flight": stats["max_in_flight"],
+            "sink_mean_held_ms": stats["mean_held_ms"],
+            "sqs_requests": sum(by_action.values()),
+            "sqs_requests_per_msg": sum(by_action.values()) / max(1, delivered),
+            "sqs_by_action": by_action,
+            "left_in_queue": left,
+            "exit_code": code,
+        }
+
+    def _sample_until_delivered(self, worker: Worker, messages: int) -> list[tuple[float | None, ...]]:
+        """Sample the worker until the sink has every message; the CPU of fauxqs and the sink at the first
+        delivery and at the end."""
+        deadline = time.monotonic() + 60 + messages / 50
+        helpers = (self.fauxqs.pid, self.sink.pid)
+        helper_cpu: list[tuple[float | None, ...]] = []
+        while True:
+            sample = worker.sample(self.sink)
+            if sample.count > 0 and not helper_cpu:
+                helper_cpu.append(tuple(harness.proc_cpu_seconds(pid) for pid in helpers))
+            if sample.count >= messages or worker.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        helper_cpu.append(tuple(harness.proc_cpu_seconds(pid) for pid in helpers))
+        return helper_cpu
+
+
+def cpu_figures(worker: Worker, messages: int, helper_cpu: list[tuple[float | None, ...]]) -> dict[str, Any]:
+    """CPU per message of the worker, and of fauxqs and the sink, from the first delivery to the last."""
+    with_cpu = [s for s in worker.samples if s.cpu is not None]
+    first = next(s for s in with_cpu if s.count > 0)
+    last = next((s for s in with_cpu if s.count >= messages), with_cpu[-1])
+    delivered = max(1, last.count - first.count)
+    wall = last.at - first.at
+    helper_us = [((b - a) / delivered * 1e6) if a is not None and b is not None else None
+                 for a, b in zip(*helper_cpu)] if len(helper_cpu) == 2 else [None, None]
+    return {"cpu_us_per_msg": (last.cpu - first.cpu) / delivered * 1e6,
+            "cpu_share_of_one_core": (last.cpu - first.cpu) / wall if wall > 0 else None,
+            "fauxqs_cpu_us_per_msg": helper_us[0], "sink_cpu_us_per_msg": helper_us[1]}
+
+
+def summarize(runs: dict[str, list[dict[str, Any]]], keys: tuple[str, ...]) -> dict[str, Any]:
+    """Median [min-max] of each key for the daemon and the baseline, and the ratio of their medians."""
+    out: dict[str, Any] = {}
+    for kind, results in runs.items():
+        out[kind] = {key: spread([r.get(key) for r in results]) for key in keys}
+    for key in keys:
+        daemon, baseline = out["daemon"][key]["median"], out["baseline"][key]["median"]
+        if daemon is not None and baseline:
+            out.setdefault("ratio_daemon_to_baseline", {})[key] = daemon / baseline
+    return out
