@@ -94,7 +94,7 @@ def test_the_plain_fallback_compares_releases(installed: str, specifier: str, ex
 
 def test_the_bounds_the_code_relies_on_are_declared() -> None:
     declared = {parse(line)[0].lower(): parse(line)[1] for line in REQUIREMENTS}
-    # wire/http.py imports geventhttpclient._parser (private); < 2.5 segfaults on non-UTF-8 header bytes.
+    # wire/parsing.py and wire/http.py import geventhttpclient._parser (private); < 2.5 segfaults on non-UTF-8 header bytes.
     gevent_http = declared["geventhttpclient"]
     assert not satisfies_plainly("2.4.9", gevent_http) and "<" in gevent_http, f"geventhttpclient{gevent_http}"
     assert "<" in declared["croniter"], f"croniter{declared['croniter']}: an upper bound, as its API moves"

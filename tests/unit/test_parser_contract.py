@@ -1,6 +1,6 @@
 """The private API of geventhttpclient's C response parser that wire/http.py builds on.
 
-`workerless_gevent.wire.http.ReplyParser` subclasses `geventhttpclient._parser.HTTPResponseParser`
+`workerless_gevent.wire.parsing.ReplyParser` subclasses `geventhttpclient._parser.HTTPResponseParser`
 and relies on: `feed` (an empty feed is EOF), `get_code` (also from inside callbacks),
 `should_keep_alive`, `HTTPParseError`, and the parser calling these methods of the instance by
 name: `_on_message_begin()`, `_on_status(str)`, `_on_header_field(str)`, `_on_header_value(str)`,
@@ -74,7 +74,7 @@ def feed_all(parser: HTTPResponseParser, *pieces: bytes) -> None:
 
 
 def check(condition: bool, what: str, got: object) -> None:
-    assert condition, f"{WHO} no longer {what}; got {got!r}. Adapt wire.http.ReplyParser or pin geventhttpclient."
+    assert condition, f"{WHO} no longer {what}; got {got!r}. Adapt wire.parsing.ReplyParser or pin geventhttpclient."
 
 
 def test_the_parser_module_has_what_http_wire_imports() -> None:
@@ -218,7 +218,7 @@ LATIN1_LINE = (LATIN1_ANSWER.index(b"X-Name"), LATIN1_ANSWER.index(b"\r\n", LATI
 KEEPS = {"kept": "x-name", "others-kept": "content-length", "none-kept": ""}
 FEED_ONE_ANSWER = """
 import sys
-from workerless_gevent.wire.http import ReplyParser
+from workerless_gevent.wire.parsing import ReplyParser
 keep, cut = frozenset(filter(None, sys.argv[1].split(","))), int(sys.argv[2])
 answer = bytes.fromhex(sys.argv[3])
 parser = ReplyParser(keep, True)
