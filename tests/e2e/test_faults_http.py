@@ -132,9 +132,9 @@ def test_trickling_app_is_cut_by_the_hard_deadline(
 
 
 def check_status_then_success(status: int, headers: dict[str, str], daemon: Callable[..., Daemon], tmp_path: Path,
-                              env: dict[str, str], app: FaultyApp, sqs: Any, queue: Queue) -> Daemon:
+                              env: dict[str, str], app: FaultyApp, sqs: Any, queue: Queue, **target_keys: Any) -> Daemon:
     app.respond = first_attempt_gets((status, headers, b"no"))
-    proc = start_daemon(daemon, tmp_path, env, f"{app.url}/work", queue)
+    proc = start_daemon(daemon, tmp_path, env, f"{app.url}/work", queue, **target_keys)
     send_batch(sqs, queue.url, ["flaky", "fine"])
     finish(proc, sqs, queue, app, [b"flaky", b"fine"])
     (failure,) = failure_lines(proc)
@@ -167,8 +167,26 @@ def test_app_answering_5xx_is_a_failure_then_retried(
     status: int, daemon: Callable[..., Daemon], tmp_path: Path, aws_env: dict[str, str],
     faulty_app: FaultyApp, sqs: Any, make_queue: Callable[..., Queue],
 ) -> None:
-    # 503 without Retry-After is a plain failure
-    check_status_then_success(status, {}, daemon, tmp_path, aws_env, faulty_app, sqs, make_queue())
+    # 503 without Retry-After is a plain failure under overload = "failure" (under the default it is an overload)
+    check_status_then_success(status, {}, daemon, tmp_path, aws_env, faulty_app, sqs, make_queue(),
+                              overload="failure")
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_busy_without_retry_after_is_an_overload_retried_without_a_failure(
+    status: int, daemon: Callable[..., Daemon], tmp_path: Path, aws_env: dict[str, str],
+    faulty_app: FaultyApp, sqs: Any, make_queue: Callable[..., Queue],
+) -> None:
+    queue = make_queue()
+    faulty_app.respond = first_attempt_gets((status, {}, b"busy"))
+    proc = start_daemon(daemon, tmp_path, aws_env, f"{faulty_app.url}/work", queue)
+    send_batch(sqs, queue.url, ["flaky", "fine"])
+    finish(proc, sqs, queue, faulty_app, [b"flaky", b"fine"])
+    assert failure_lines(proc) == []
+    flaky = [r for r in faulty_app.requests if r.body == b"flaky"]
+    assert [r.headers["x-aws-sqsd-receive-count"] for r in flaky] == ["1", "2"]
+    assert f"is overloaded, slowing down; retrying in 1s (the app answered HTTP {status} without Retry-After)" \
+        in proc.output()
 
 
 @pytest.mark.parametrize("status", [429, 503])

@@ -112,6 +112,7 @@ def test_throttle_leaves_messages_and_pauses_then_success_deletes(
     gaps = [later.arrived - earlier.arrived for earlier, later in zip(invocations, invocations[1:])]
     print("gaps between throttled invocations:", [f"{gap:.1f}s" for gap in gaps])
     assert all(gap >= 0.9 for gap in gaps), gaps  # backed off, not retried at once
-    assert proc.output().count("asked to retry") == 4  # two messages, throttled twice
+    # two messages, throttled twice: overloads under the default overload = "backpressure"
+    assert proc.output().count("is overloaded, slowing down; retrying") == 4
     assert "TooManyRequestsException" in proc.output()
     assert "delivered=2" in proc.output()
