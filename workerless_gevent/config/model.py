@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from ..errors import ConfigError
 from .cron import PeriodicConfig, read_periodic, resolve_file
+from .headers import read_headers
 from .schema import Table
 
 STRATEGIES = ("priority", "weighted", "random", "round-robin")
@@ -39,6 +40,9 @@ class QueueConfig:
     max_retries: int = 10
     dead_letter_queue: str | None = None
     retention_period: int = 345600
+    sns: Literal["raw", "unwrap"] = "raw"  # "unwrap": deliver an SNS envelope's Message and attributes
+    large_payloads: bool = False  # fetch the extended clients' S3 payload before delivery
+    delete_payloads: bool = False  # and delete the object after a successful delivery
 
     @property
     def is_fifo(self) -> bool:
@@ -57,6 +61,7 @@ class HttpTargetConfig:
     keepalive_idle: float = 2.0  # seconds a pooled connection may stay idle before it is closed
     signing_secret_env: str | None = None
     signing_secret: str | None = field(default=None, repr=False)  # resolved from signing_secret_env
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # ${VAR} resolved at load; never logged
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,7 +183,12 @@ def _queue(table: Table) -> QueueConfig:
         max_retries=table.integer("max_retries", 10, 1, 1000),
         dead_letter_queue=table.optional_string("dead_letter_queue"),
         retention_period=table.integer("retention_period", 345600, 60, 1209600),
+        sns=table.string("sns", "raw", ("raw", "unwrap")),  # type: ignore[arg-type]
+        large_payloads=table.boolean("large_payloads", False),
+        delete_payloads=table.boolean("delete_payloads", False),
     )
+    if queue.delete_payloads and not queue.large_payloads:
+        raise table.fail("delete_payloads", "needs large_payloads = true", True)
     if queue.dead_letter_queue is not None and not QUEUE_NAME.match(queue.dead_letter_queue):
         raise table.fail("dead_letter_queue", "must be 1-80 letters, digits, - or _ (plus .fifo)", queue.dead_letter_queue)
     if queue.dead_letter_queue == name:
@@ -200,8 +210,8 @@ def _target(table: Table, name: str) -> TargetConfig:
     target: TargetConfig
     if kind == "http":
         url = table.string("url")
-        if not re.fullmatch(r"http://[^/?#\s]+(/[^?#\s]*)?", url) or not has_valid_port(url):
-            raise table.fail("url", "must be an http:// URL with a host", url)
+        if not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", url) or not has_valid_port(url):
+            raise table.fail("url", "must be an http:// or https:// URL with a host", url)
         target = HttpTargetConfig(
             name=name,
             url=url,
@@ -211,6 +221,7 @@ def _target(table: Table, name: str) -> TargetConfig:
             max_connections=table.integer("max_connections", 50, 1, 10000),
             keepalive_idle=table.number("keepalive_idle", 2, 0, 3600),
             signing_secret_env=table.optional_string("signing_secret_env"),
+            headers=read_headers(table.table("headers")),
         )
     else:
         target = LambdaTargetConfig(
