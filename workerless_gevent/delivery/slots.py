@@ -123,10 +123,12 @@ class Slots:
     def deliver(self, work: Work) -> None:
         queue = work.state.queue
         target = self.parts.targets[queue.config.target]
+        # SNS envelopes unwrapped, S3 payloads fetched: under the receive's lease, before the target's deadline
+        prepared = self.parts.preparer.prepare(queue.config, work.messages)
         self.settler.start(work, target.hard_deadline_seconds + 5)
         started = time.monotonic()
         try:
-            outcomes = target.deliver(self.parts.queue_infos[queue.name], work.messages)
+            outcomes = prepared.deliver(target, self.parts.queue_infos[queue.name])
         except Exception as error:  # a bug in a target must neither kill the daemon nor lose the messages
             logger.error("queue=%s target=%s delivery raised", queue.name, target.name, exc_info=True,
                          extra=fields(queue=queue.name, target=target.name))
@@ -135,4 +137,5 @@ class Slots:
         for _ in work.messages:
             self.registry.observe(queue.name, "DeliveryTime", elapsed_ms)
         self.settler.settle(work, outcomes, target.name)
+        self.parts.preparer.finish(queue.config, prepared, outcomes)
         self.in_flight.discard(work)
