@@ -120,6 +120,23 @@ def claims_table(moto_server: MotoServer) -> Iterator[str]:
         assert error.response["Error"]["Code"] == "ResourceNotFoundException"
 
 
+@pytest.fixture(scope="session")
+def s3(moto_server: MotoServer) -> Any:
+    """A boto3 S3 client on moto."""
+    return moto_server.client("s3")
+
+
+@pytest.fixture
+def bucket(s3: Any) -> Iterator[str]:
+    """A fresh S3 bucket on moto, emptied and deleted afterwards."""
+    name = f"payloads-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    yield name
+    for item in s3.list_objects_v2(Bucket=name).get("Contents", []):
+        s3.delete_object(Bucket=name, Key=item["Key"])
+    s3.delete_bucket(Bucket=name)
+
+
 @pytest.fixture
 def http_app() -> Iterator[HttpApp]:
     """A recording HTTP app on 127.0.0.1 (port 0) in this process; answers 200 by default."""

@@ -27,6 +27,10 @@ Options:
   --log-level=LEVEL          DEBUG | INFO | WARNING | ERROR.
   --online                   check: also resolve queues and targets on AWS.
   --attr=K=V                 send: a String message attribute (repeatable).
+  --trace-header=H           send: the X-Ray trace header (AWSTraceHeader), e.g.
+                             Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1
+  --s3-bucket=B              send: a body over 256 KiB goes to this S3 bucket, and the message is
+                             the AWS extended clients' pointer to it.
   -h, --help                 Show this help.
   --version                  Show the version.
 
@@ -46,7 +50,6 @@ import os
 import random
 import re
 import sys
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -63,7 +66,7 @@ from .logs import configure_logging
 logger = logging.getLogger(__name__)
 
 COMMANDS = ("check", "send", "demo")
-COMMAND_OPTIONS = {"--online": "check", "--attr": "send"}  # options only one command takes
+COMMAND_OPTIONS = {"--online": "check", "--attr": "send", "--trace-header": "send", "--s3-bucket": "send"}  # options only one command takes
 REPEATABLE_OPTIONS = ("--attr",)
 
 
@@ -105,9 +108,10 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
 
 
 def runs_on_the_wire_alone(config: Config) -> bool:
-    """No botocore client needed (aws.child): no CloudWatch metrics, no DynamoDB claims."""
+    """No botocore client needed (aws.child): no CloudWatch metrics, no DynamoDB claims, no S3 payloads."""
     claims = config.periodic is not None and bool(config.periodic.claims_table)
-    return not config.name and not claims
+    large_payloads = any(queue.large_payloads for queue in config.queues)  # an S3 client
+    return not config.name and not claims and not large_payloads
 
 
 def run_with_child(config: Config, env: Mapping[str, str], early: Any = None) -> int:
@@ -226,6 +230,8 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
     for target in effective["targets"].values():
         if target.get("signing_secret"):
             target["signing_secret"] = "(set, hidden)"
+        if target.get("headers"):  # often credentials: the names only
+            target["headers"] = dict.fromkeys(target["headers"], "(set, hidden)")
     effective["aws"]["region"] = region  # the one the daemon would use, wherever it came from
     print(json.dumps(effective, indent=2, default=str))
     from .setup import build_parts, dead_letter_warnings
@@ -253,7 +259,7 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
 def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
     """Enqueue one message: for operators and demos, using the config's [aws] settings if given."""
     from .errors import AWS_ERRORS, describe_error
-    from .aws.session import trusted_ca_bundle
+    from .sending import send_message
 
     attributes = {}
     for item in args["--attr"]:
@@ -264,18 +270,12 @@ def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
     config = load_config(args["--config"], env, {}) if args["--config"] else None
     aws = config.aws if config else AwsConfig()
     session, region, _ = open_session(aws, env, config.source if config else "command line")
-    endpoint = {"endpoint_url": aws.endpoint_url} if aws.endpoint_url else {}
-    sqs = session.create_client("sqs", region_name=region, verify=trusted_ca_bundle(aws.ca_bundle, session), **endpoint)
-    queue = args["QUEUE"]
     body = args["BODY"] if args["BODY"] is not None else sys.stdin.read()
     try:
-        url = queue if "://" in queue else sqs.get_queue_url(QueueName=queue)["QueueUrl"]
-        # A fresh deduplication id: two sends of the same body are two messages, content-based or not.
-        extra = {"MessageGroupId": "workerless-send", "MessageDeduplicationId": uuid.uuid4().hex} \
-            if url.endswith(".fifo") else {}
-        response = sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes, **extra)
+        message_id = send_message(session, aws, region, args["QUEUE"], body, attributes,
+                                  trace_header=args["--trace-header"], s3_bucket=args["--s3-bucket"])
     except AWS_ERRORS as error:
         print(f"workerless send: {describe_error(error)}", file=sys.stderr)
         return ExitStatus.ERROR
-    print(response["MessageId"])
+    print(message_id)
     return ExitStatus.OK

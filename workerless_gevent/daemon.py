@@ -50,8 +50,8 @@ class Daemon:
         self.poller = Poller(states, STRATEGIES[config.polling.strategy], batch_size=config.polling.batch_size,
                              poll_for_seconds=config.polling.poll_for, sleep_seconds=config.polling.sleep,
                              rng=rng, stopping=self.stopping, admit=self.settler.admit, count=registry.count)
-        self.slots = Slots(config, self.parts.targets, self.parts.queue_infos, self.poller, self.settler, registry,
-                           self.stopping, self.request_stop)
+        self.slots = Slots(config, self.parts.targets, self.parts.queue_infos, self.parts.preparer, self.poller,
+                           self.settler, registry, self.stopping, self.request_stop)
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
         registry.track_gauge("InFlight", lambda: self.slots.in_flight_by_queue(self.parts.queues))
         registry.track_gauge("TargetLimit", lambda: {queue.name: float(self.flows[queue.target].limit)

@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throttled", "EmptyReceives",
-            "SqsRequests", "StaleReceipts", "DeleteFailed", "VisibilityFailed", "RateLimited", "Filtered")
+            "SqsRequests", "StaleReceipts", "DeleteFailed", "VisibilityFailed", "RateLimited", "Filtered",
+            "NotSnsEnvelope")  # NotSnsEnvelope: bodies of an sns = "unwrap" queue delivered as they were
 OVERALL = ""  # the "queue" of counters that belong to no queue
 OVERALL_COUNTERS = ("InternalErrors",)  # unexpected errors a supervised loop survived
 GAUGES = ("InFlight", "TargetLimit")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .aws.clients import Clients
 from .config.model import Config, HttpTargetConfig, QueueConfig
+from .delivery.payloads import PayloadStore, Preparer
 from .delivery.queue import SqsQueue
 from .errors import AWS_ERRORS, describe_error
 from .errors import StartupError
@@ -23,6 +24,7 @@ class Parts:
     dead_letter_queues: dict[str, SqsQueue]  # source queue name -> its dead-letter queue
     targets: dict[str, Target]
     queue_infos: dict[str, QueueInfo]
+    preparer: Preparer = field(default_factory=lambda: Preparer(None, Registry()))  # SNS envelopes, S3 payloads
 
 
 def resolve_queue(sqs: Any, config: QueueConfig, registry: Registry) -> SqsQueue:
@@ -62,11 +64,12 @@ def build_parts(config: Config, clients: Clients, registry: Registry, rng: rando
     targets: dict[str, Target] = {}
     for name, target_config in config.targets.items():
         if isinstance(target_config, HttpTargetConfig):
-            targets[name] = HttpTarget(target_config)
+            targets[name] = HttpTarget(target_config, ca_bundle=config.aws.ca_bundle)
         else:
             targets[name] = LambdaTarget(target_config, clients.lambda_, rng)
     infos = {
         name: QueueInfo(name=name, arn=queue.arn, region=clients.region, is_fifo=queue.config.is_fifo)
         for name, queue in queues.items()
     }
-    return Parts(queues, dead_letter_queues, targets, infos)
+    store = PayloadStore(clients.s3) if clients.s3 is not None else None
+    return Parts(queues, dead_letter_queues, targets, infos, Preparer(store, registry))

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support import HttpApp, Queue, write_config
+from tests.support import REPO_ROOT, HttpApp, Queue, write_config
+
+
+def workerless_send(args: list[str], env: dict[str, str], cwd: Path,
+                    stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`workerless send ARGS` run to its end, output captured; `stdin` is the body when ARGS give none."""
+    return subprocess.run([sys.executable, str(REPO_ROOT / "bin" / "workerless"), "send", *args], env=env,
+                          cwd=cwd, input=stdin, capture_output=True, text=True, timeout=60)
 
 
 def send_batch(sqs: Any, url: str, bodies: list[str], **attributes: Any) -> list[str]:

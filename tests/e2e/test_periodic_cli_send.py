@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support import REPO_ROOT, Queue, write_config
-
-
-def send(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO_ROOT / "bin" / "workerless"), "send", *args], env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=60)
+from tests.e2e.helpers import workerless_send as send
+from tests.support import Queue, write_config
 
 
 def receive(sqs: Any, url: str) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ a `respond(request)` function and a `delay` that overlaps concurrent requests (g
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -74,10 +75,13 @@ def status_line(status: int) -> str:
 class RecordingServer:
     """pywsgi server on an ephemeral port that tracks how many requests it handles at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        """With `ssl_context`, the server speaks HTTPS (see tests/support/tls.py for a certificate)."""
         self.max_concurrent = 0
         self.in_flight = 0
-        self._server = pywsgi.WSGIServer(("127.0.0.1", 0), self._wsgi, log=None)
+        self.scheme = "https" if ssl_context is not None else "http"
+        tls = {"ssl_context": ssl_context} if ssl_context is not None else {}
+        self._server = pywsgi.WSGIServer(("127.0.0.1", 0), self._wsgi, log=None, **tls)
 
     def start(self) -> None:
         self._server.start()
@@ -87,7 +91,7 @@ class RecordingServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_port}"
+        return f"{self.scheme}://127.0.0.1:{self._server.server_port}"
 
     def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         status, headers, body = self.counted(self.handle, environ)
@@ -112,8 +116,8 @@ class RecordingServer:
 class HttpApp(RecordingServer):
     """The HTTP target. Set `respond` (request -> (status, headers, body)) and `delay` seconds."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        super().__init__(ssl_context)
         self.requests: list[RecordedRequest] = []
         self.respond: Callable[[RecordedRequest], Reply] = lambda req: (200, {}, b"")
         self.delay: float = 0.0

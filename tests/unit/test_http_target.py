@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.utils
 import random
 import time
+import urllib.parse
 from collections.abc import Iterator
 
 import pytest
@@ -14,7 +15,8 @@ from workerless_gevent import __version__
 from workerless_gevent.config.model import HttpTargetConfig
 from workerless_gevent.message import Message
 from workerless_gevent.targets import SUCCESS, Outcome, Result
-from workerless_gevent.targets.http import HttpTarget, build_headers, header_safe, parse_retry_after
+from workerless_gevent.targets.http import HttpTarget, build_headers, parse_retry_after
+from workerless_gevent.targets.http_headers import ENCODED_HEADER
 
 
 
@@ -102,44 +104,76 @@ def test_path_attribute_alone_gives_the_path_header() -> None:
     assert build_headers("default", message, "application/json")["X-Aws-Sqsd-Path"] == "/other"
 
 
+def on_the_wire(value: str) -> str:
+    """A header value as an app reads it: the request is written as latin-1, so UTF-8 comes as its bytes."""
+    return value.encode("latin-1").decode("utf-8")
+
+
 @pytest.mark.parametrize(
     ("value", "sent"),
     [
         pytest.param("plain ASCII, with: punctuation!", "plain ASCII, with: punctuation!", id="printable-unchanged"),
         pytest.param("50%", "50%", id="percent-alone-unchanged"),
-        pytest.param("café", "caf%C3%A9", id="non-ascii"),
-        pytest.param("日本", "%E6%97%A5%E6%9C%AC", id="cjk"),
+        pytest.param("%41", "%41", id="percent-escape-lookalike-unchanged"),
+        pytest.param("café", "café", id="non-ascii-as-utf-8"),
+        pytest.param("日本 😀", "日本 😀", id="cjk-and-emoji-as-utf-8"),
+        pytest.param("\u202eevil", "\u202eevil", id="bidi-control-is-not-a-c0-control"),
+        pytest.param("inner  spaces", "inner  spaces", id="inner-spaces"),
+    ],
+)
+def test_values_http_can_carry_go_as_they_are_in_utf_8(value: str, sent: str) -> None:
+    message = make_message(message_attributes={"note": string_attribute(value)})
+    headers = build_headers("payments", message, "application/json")
+    assert on_the_wire(headers["X-Aws-Sqsd-Attr-note"]) == sent
+    assert ENCODED_HEADER not in headers
+
+
+@pytest.mark.parametrize(
+    ("value", "sent"),
+    [
         pytest.param("line\nbreak", "line%0Abreak", id="newline"),
-        pytest.param("a\r\nX-Injected: 1", "a%0D%0AX-Injected: 1", id="header-injection"),
+        pytest.param("a\r\nX-Injected: 1", "a%0D%0AX-Injected:%201", id="header-injection"),
         pytest.param("tab\there", "tab%09here", id="tab"),
         pytest.param("nul\x00", "nul%00", id="nul"),
         pytest.param("del\x7f", "del%7F", id="del"),
-        pytest.param("100% é", "100%25 %C3%A9", id="percent-with-non-ascii"),
-        pytest.param("evil\n", "evil%0A", id="trailing-newline"),
+        pytest.param("100% é\n", "100%25%20%C3%A9%0A", id="percent-and-non-ascii-encoded-too"),
+        pytest.param(" leading", "%20leading", id="leading-space"),
+        pytest.param("trailing ", "trailing%20", id="trailing-space"),
     ],
 )
-def test_attribute_values_are_header_safe(value: str, sent: str) -> None:
-    message = make_message(message_attributes={"note": string_attribute(value)})
-    assert build_headers("payments", message, "application/json")["X-Aws-Sqsd-Attr-note"] == sent
+def test_values_http_would_change_are_percent_encoded_and_named(value: str, sent: str) -> None:
+    message = make_message(message_attributes={"note": string_attribute(value), "plain": string_attribute("x y")})
+    headers = build_headers("payments", message, "application/json")
+    assert headers["X-Aws-Sqsd-Attr-note"] == sent
+    assert urllib.parse.unquote(sent) == value
+    assert headers[ENCODED_HEADER] == "X-Aws-Sqsd-Attr-note"
+    assert headers["X-Aws-Sqsd-Attr-plain"] == "x y"
 
 
-def test_task_header_values_are_header_safe() -> None:
+def test_task_header_values_follow_the_same_rule() -> None:
     message = make_message(message_attributes={
         "beanstalk.sqsd.task_name": string_attribute("nettoyage-é"),
         "beanstalk.sqsd.path": string_attribute("/tâches\n"),
     })
     headers = build_headers("default", message, "application/json")
-    assert headers["X-Aws-Sqsd-Taskname"] == "nettoyage-%C3%A9"
+    assert on_the_wire(headers["X-Aws-Sqsd-Taskname"]) == "nettoyage-é"
     assert headers["X-Aws-Sqsd-Path"] == "/t%C3%A2ches%0A"
+    assert headers["X-Aws-Sqsd-Attr-beanstalk.sqsd.path"] == "/t%C3%A2ches%0A"
+    assert headers[ENCODED_HEADER] == "X-Aws-Sqsd-Attr-beanstalk.sqsd.path, X-Aws-Sqsd-Path"
 
 
-def test_header_safe_output_is_always_printable_ascii() -> None:
+def test_every_value_decodes_back_to_itself_and_fits_a_header_line() -> None:
     rng = random.Random(404)
     alphabet = [chr(code) for code in range(0, 0x2FF)] + ["😀", "\u2028", "\ufeff"]
     for _ in range(2000):
-        value = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 30)))
-        safe = header_safe(value)
-        assert all(0x20 <= ord(char) <= 0x7E for char in safe), repr(value)
+        value = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 30)))
+        headers = build_headers("payments", make_message(message_attributes={"v": string_attribute(value)}), "x")
+        sent = headers["X-Aws-Sqsd-Attr-v"]
+        line = f"X-Aws-Sqsd-Attr-v: {sent}\r\n".encode("latin-1")  # what post_request writes
+        assert not any(byte < 0x20 or byte == 0x7F for byte in line[:-2]), repr(value)
+        assert sent == sent.strip(" \t"), repr(value)
+        decoded = urllib.parse.unquote(sent) if ENCODED_HEADER in headers else on_the_wire(sent)
+        assert decoded == value, repr(value)
 
 
 @pytest.mark.parametrize(

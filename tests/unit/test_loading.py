@@ -245,8 +245,8 @@ def test_queue_spec_without_a_target() -> None:
 
 
 def test_target_flag_errors_name_the_flag() -> None:
-    assert error_line(None, {}, {"queues": "payments", "http": "https://example.com/"}) == (
-        '--http: targets.default.url: must be an http:// URL with a host (got "https://example.com/")')
+    assert error_line(None, {}, {"queues": "payments", "http": "ftp://example.com/"}) == (
+        '--http: targets.default.url: must be an http:// or https:// URL with a host (got "ftp://example.com/")')
     assert error_line(None, {}, {"queues": "payments", "function": ""}) == (
         '--function: targets.default.function: must be a non-empty string (got "")')
 

@@ -26,6 +26,7 @@ class Clients:
     region: str
     dynamodb: Any | None = None  # only with a [periodic] claims_table
     renew_credentials: Callable[[gevent.event.Event], None] | None = None  # a loop, with aws.child's credentials
+    s3: Any | None = None  # only when a queue has large_payloads
 
 
 def build_clients(config: Config, region: str | None = None, session: botocore.session.Session | None = None) -> Clients:
@@ -100,12 +101,23 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
             ),
             **endpoint,
         )
-    return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb)
+    s3 = None
+    if any(queue.large_payloads for queue in config.queues):
+        s3 = session.create_client("s3", region_name=region, config=s3_config(config), **endpoint)
+    return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb, s3=s3)
 
 
 def sqs_limits(config: Config) -> tuple[int, float]:
     """(connections, read timeout) for SQS: a long poll per queue and a batch or two beside each slot."""
     return config.concurrency + len(config.queues) * 2 + 10, max(config.polling.poll_for + 10, 30)
+
+
+def s3_config(config: Config) -> Any:
+    """Payload fetches and deletes beside every slot; a stalled read is retried, never waited on for long."""
+    import botocore.config
+
+    return botocore.config.Config(max_pool_connections=config.concurrency + 10, connect_timeout=5, read_timeout=20,
+                                  retries={"mode": "standard", "total_max_attempts": 3})
 
 
 def build_sqs_wire(config: Config, region: str, url: str, credentials: Any, ca_bundle: str) -> SqsWire:

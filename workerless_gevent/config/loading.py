@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError
+from .headers import resolve_headers
 from .model import Config, HttpTargetConfig, build_config
 
 # option name -> (path in the document, type of its value)
@@ -59,7 +60,8 @@ def reject_conflicting_targets(settings: list[tuple[str, object, str]]) -> None:
 
 
 def resolve_secrets(config: Config, env: Mapping[str, str]) -> Config:
-    """Secrets live in the environment, named by the config, and are read once here."""
+    """Secrets live in the environment, named by the config (signing_secret_env, ${VAR} in headers), and are
+    read once here."""
     targets = dict(config.targets)
     for name, target in config.targets.items():
         if isinstance(target, HttpTargetConfig) and target.signing_secret_env:
@@ -67,7 +69,10 @@ def resolve_secrets(config: Config, env: Mapping[str, str]) -> Config:
             if not secret:
                 raise ConfigError(config.source, f"targets.{name}.signing_secret_env",
                                   "names an environment variable that is not set or empty", target.signing_secret_env)
-            targets[name] = dataclasses.replace(target, signing_secret=secret)
+            targets[name] = target = dataclasses.replace(target, signing_secret=secret)
+        if isinstance(target, HttpTargetConfig) and target.headers:
+            headers = resolve_headers(target.headers, env, config.source, f"targets.{name}.headers")
+            targets[name] = dataclasses.replace(target, headers=headers)
     return dataclasses.replace(config, targets=targets)
 
 

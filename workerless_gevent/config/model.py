@@ -12,6 +12,7 @@ from typing import Any, Literal
 from ..errors import ConfigError
 from ..filtering import FilterError, Pattern, parse_filters
 from .cron import PeriodicConfig, read_periodic, resolve_file
+from .headers import read_headers
 from .schema import Table
 
 STRATEGIES = ("priority", "weighted", "random", "round-robin")
@@ -42,6 +43,9 @@ class QueueConfig:
     retention_period: int = 345600
     max_concurrency: int | None = None  # deliveries in flight from this queue, inside `concurrency`
     filter: tuple[Pattern, ...] = ()  # Lambda filter criteria; a message no filter matches is deleted undelivered
+    sns: Literal["raw", "unwrap"] = "raw"  # "unwrap": deliver an SNS envelope's Message and attributes
+    large_payloads: bool = False  # fetch the extended clients' S3 payload before delivery
+    delete_payloads: bool = False  # and delete the object after a successful delivery
 
     @property
     def is_fifo(self) -> bool:
@@ -63,6 +67,7 @@ class HttpTargetConfig:
     max_concurrency: int | None = None  # deliveries in flight to this target, across its queues
     rate_limit: float | None = None  # deliveries per second (token bucket, burst = rate_limit)
     overload: Literal["backpressure", "failure"] = "backpressure"  # 429/503 without Retry-After
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # ${VAR} resolved at load; never logged
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,7 +195,12 @@ def _queue(table: Table) -> QueueConfig:
         retention_period=table.integer("retention_period", 345600, 60, 1209600),
         max_concurrency=table.optional_integer("max_concurrency", 1, 10000),
         filter=_filter(table),
+        sns=table.string("sns", "raw", ("raw", "unwrap")),  # type: ignore[arg-type]
+        large_payloads=table.boolean("large_payloads", False),
+        delete_payloads=table.boolean("delete_payloads", False),
     )
+    if queue.delete_payloads and not queue.large_payloads:
+        raise table.fail("delete_payloads", "needs large_payloads = true", True)
     if queue.dead_letter_queue is not None and not QUEUE_NAME.match(queue.dead_letter_queue):
         raise table.fail("dead_letter_queue", "must be 1-80 letters, digits, - or _ (plus .fifo)", queue.dead_letter_queue)
     if queue.dead_letter_queue == name:
@@ -212,8 +222,8 @@ def _target(table: Table, name: str) -> TargetConfig:
     target: TargetConfig
     if kind == "http":
         url = table.string("url")
-        if not re.fullmatch(r"http://[^/?#\s]+(/[^?#\s]*)?", url) or not has_valid_port(url):
-            raise table.fail("url", "must be an http:// URL with a host", url)
+        if not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", url) or not has_valid_port(url):
+            raise table.fail("url", "must be an http:// or https:// URL with a host", url)
         target = HttpTargetConfig(
             name=name,
             url=url,
@@ -224,6 +234,7 @@ def _target(table: Table, name: str) -> TargetConfig:
             keepalive_idle=table.number("keepalive_idle", 2, 0, 3600),
             signing_secret_env=table.optional_string("signing_secret_env"),
             **_flow(table),
+            headers=read_headers(table.table("headers")),
         )
     else:
         window = table.number("max_batching_window", 0, 0, 300)

@@ -19,6 +19,7 @@ from ..metrics import OVERALL, Registry
 from ..supervision import log_greenlet_failure
 from ..targets import Outcome, QueueInfo, Target
 from .outcomes import Settler
+from .payloads import Preparer
 from .poller import Poller, Work
 
 logger = logging.getLogger(__name__)
@@ -38,11 +39,12 @@ class Slots:
     """The slots and the work they hold; the daemon starts them (`dispatch`) and, at stop, waits for them."""
 
     def __init__(self, config: Config, targets: Mapping[str, Target], queue_infos: Mapping[str, QueueInfo],
-                 poller: Poller, settler: Settler, registry: Registry, stopping: gevent.event.Event,
-                 on_limit: Callable[[str], None]) -> None:
+                 preparer: Preparer, poller: Poller, settler: Settler, registry: Registry,
+                 stopping: gevent.event.Event, on_limit: Callable[[str], None]) -> None:
         self.config = config
         self.targets = targets
         self.queue_infos = queue_infos
+        self.preparer = preparer  # SNS envelopes unwrapped and S3 payloads fetched before a delivery
         self.poller = poller
         self.settler = settler
         self.registry = registry
@@ -124,16 +126,19 @@ class Slots:
     def deliver(self, work: Work) -> None:
         queue = work.state.queue
         target = self.targets[queue.config.target]
+        # SNS envelopes unwrapped, S3 payloads fetched: under the receive's lease, before the target's deadline
+        prepared = self.preparer.prepare(queue.config, work.messages)
         self.settler.start(work, target.hard_deadline_seconds + 5)
         started = time.monotonic()
         try:
-            outcomes = target.deliver(self.queue_infos[queue.name], work.messages)
+            outcomes = prepared.deliver(target, self.queue_infos[queue.name])
         except Exception as error:  # a bug in a target must neither kill the daemon nor lose the messages
             logger.error("queue=%s target=%s delivery raised", queue.name, target.name, exc_info=True,
                          extra=fields(queue=queue.name, target=target.name))
             outcomes = [Outcome.failure("InternalError", repr(error))] * len(work.messages)
         elapsed_ms = (time.monotonic() - started) * 1000
         self.settler.settle(work, outcomes, target.name)
+        self.preparer.finish(queue.config, prepared, outcomes)
         self.in_flight.discard(work)
         for _ in work.messages:
             self.registry.observe(queue.name, "DeliveryTime", elapsed_ms)

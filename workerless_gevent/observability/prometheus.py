@@ -29,6 +29,7 @@ COUNTER_HELP = {
     "StaleReceipts": "Deletes or visibility changes refused for a stale receipt handle.",
     "DeleteFailed": "Deletes given up after retries; SQS delivers those messages again.",
     "VisibilityFailed": "Visibility changes (heartbeats, retries, releases) given up after retries.",
+    "NotSnsEnvelope": "Bodies of an sns = \"unwrap\" queue that were not SNS envelopes, delivered as they were.",
     "InternalErrors": "Unexpected errors that a supervised loop survived (logged with a traceback).",
 }
 QUEUE_GAUGES = (

@@ -14,20 +14,21 @@ import urllib.parse
 from .. import __version__
 from ..config.model import HttpTargetConfig
 from ..message import Message, iso_utc
-from ..wire.http import Connections, DeadlineExceeded, host_header, post_request
+from ..wire.http import Connections, DeadlineExceeded, host_header, post_request, tls_context
 from . import Outcome, Pause, QueueInfo, Result
+from .http_headers import ENCODED_HEADER, put_value, trace_headers
 
 logger = logging.getLogger(__name__)
 
 HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]*")
 PATH_ATTRIBUTE = "beanstalk.sqsd.path"
 
 
 class HttpTarget:
-    def __init__(self, config: HttpTargetConfig) -> None:
+    def __init__(self, config: HttpTargetConfig, ca_bundle: str | None = None) -> None:
+        """https is verified against `ca_bundle` ([aws] ca_bundle) if given, else the system's CAs."""
         url = urllib.parse.urlsplit(config.url)
-        host, port = url.hostname or "127.0.0.1", url.port or 80
+        host, port = url.hostname or "127.0.0.1", url.port or (443 if url.scheme == "https" else 80)
         self.name = config.name
         self.config = config
         self.path = url.path or "/"
@@ -36,9 +37,11 @@ class HttpTarget:
         self.pause = Pause()
         self.connections = Connections(host, port, limit=config.max_connections, connect_timeout=config.connect_timeout,
                                        read_timeout=config.inactivity_timeout, quick_ack=True,
+                                       tls=tls_context(ca_bundle) if url.scheme == "https" else None,
                                        keep_headers=("Retry-After",), keep_headers_of_errors_only=True,
                                        keep_body=False, keepalive_idle=config.keepalive_idle)
-        self.fixed_headers = f"Host: {host_header(host, port, 'http')}\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n"
+        self.fixed_headers = f"Host: {host_header(host, port, url.scheme)}\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n"
+        self.fixed_headers += "".join(f"{name}: {value}\r\n" for name, value in config.headers.items())
 
     def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
         return [self.post(queue, message) for message in messages]
@@ -96,18 +99,24 @@ def build_headers(queue_name: str, message: Message, content_type: str) -> dict[
         "X-Aws-Sqsd-Sender-Id": attributes.get("SenderId", ""),
         "X-Aws-Sqsd-Sent-At": iso_utc(attributes.get("SentTimestamp")),
     }
+    encoded: list[str] = []  # values sent percent-encoded (targets/http_headers.py has the rule)
     for name in message.message_attributes:
         value = message.string_attribute(name)
         if value is None or not HEADER_NAME.fullmatch(name):
             continue  # Binary attributes are dropped, as aws-sqsd does; so are names no header can carry
-        headers[f"X-Aws-Sqsd-Attr-{name}"] = header_safe(value)
+        put_value(headers, f"X-Aws-Sqsd-Attr-{name}", value, encoded)
     task = message.string_attribute("beanstalk.sqsd.task_name")
     if task is not None:
-        headers["X-Aws-Sqsd-Taskname"] = header_safe(task)
-        headers["X-Aws-Sqsd-Scheduled-At"] = header_safe(message.string_attribute("beanstalk.sqsd.scheduled_time") or "")
+        put_value(headers, "X-Aws-Sqsd-Taskname", task, encoded)
+        put_value(headers, "X-Aws-Sqsd-Scheduled-At", message.string_attribute("beanstalk.sqsd.scheduled_time") or "",
+                  encoded)
     path = message.string_attribute(PATH_ATTRIBUTE)
     if path is not None:
-        headers["X-Aws-Sqsd-Path"] = header_safe(path)
+        put_value(headers, "X-Aws-Sqsd-Path", path, encoded)
+    if encoded:
+        headers[ENCODED_HEADER] = ", ".join(encoded)
+    if "AWSTraceHeader" in message.attributes or "traceparent" in message.message_attributes:
+        headers.update(trace_headers(message))
     return headers
 
 
@@ -115,11 +124,6 @@ def sign(secret: str, body: bytes, timestamp: int) -> dict[str, str]:
     """HMAC-SHA256 over "<timestamp>.<body>", so the app can reject forged or replayed POSTs."""
     digest = hmac.new(secret.encode("utf-8"), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
     return {"X-Workerless-Timestamp": str(timestamp), "X-Workerless-Signature": f"v1={digest}"}
-
-
-def header_safe(value: str) -> str:
-    """Values a header cannot carry (non-ASCII, control characters) are percent-encoded."""
-    return value if PRINTABLE_ASCII.fullmatch(value) else urllib.parse.quote(value, safe=" !#$&'()*+,/:;=?@[]~")
 
 
 def parse_retry_after(value: str) -> float | None:

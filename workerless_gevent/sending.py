@@ -1,0 +1,42 @@
+"""`workerless send`: one message onto a queue as a producer would send it: String attributes, the X-Ray
+trace header (the AWSTraceHeader system attribute), and, given a bucket, a body over 256 KiB put in S3
+and sent as the pointer the AWS extended clients send, so they and `large_payloads` queues can read it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from .aws.session import trusted_ca_bundle
+from .config.model import AwsConfig
+from .envelopes import OFFLOAD_THRESHOLD_BYTES, SIZE_ATTRIBUTES, PayloadPointer, message_bytes, pointer_body
+
+
+def send_message(session: Any, aws: AwsConfig, region: str, queue: str, body: str, attributes: dict[str, Any],
+                 trace_header: str | None = None, s3_bucket: str | None = None) -> str:
+    """The new message's id; AWS errors go up to the caller."""
+    options: dict[str, Any] = {"region_name": region, "verify": trusted_ca_bundle(aws.ca_bundle, session)}
+    if aws.endpoint_url:
+        options["endpoint_url"] = aws.endpoint_url
+    sqs = session.create_client("sqs", **options)
+    url = queue if "://" in queue else sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+    extra: dict[str, Any] = {}
+    if url.endswith(".fifo"):
+        # A fresh deduplication id: two sends of the same body are two messages, content-based or not.
+        extra.update(MessageGroupId="workerless-send", MessageDeduplicationId=uuid.uuid4().hex)
+    if trace_header:
+        extra["MessageSystemAttributes"] = {"AWSTraceHeader": {"DataType": "String", "StringValue": trace_header}}
+    if s3_bucket and message_bytes(body, attributes) > OFFLOAD_THRESHOLD_BYTES:
+        body, attributes = offload(session.create_client("s3", **options), s3_bucket, body, attributes)
+    response = sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes, **extra)
+    return str(response["MessageId"])
+
+
+def offload(s3: Any, bucket: str, body: str, attributes: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The body into S3 under a fresh uuid4 key (as the extended clients name them); the pointer and the
+    size attribute in its place."""
+    data = body.encode("utf-8")
+    pointer = PayloadPointer(bucket, str(uuid.uuid4()))
+    s3.put_object(Bucket=bucket, Key=pointer.key, Body=data)
+    size = {"DataType": "Number", "StringValue": str(len(data))}
+    return pointer_body(pointer), {**attributes, SIZE_ATTRIBUTES[0]: size}
