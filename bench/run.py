@@ -41,11 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
 import scale  # noqa: E402
+import flow  # noqa: E402  # bench/flow.py: the flow-control scenario
 from harness import (RESULTS, Proxy, Sink, Sqs, Worker, log, make_baseline, make_daemon, percentile,  # noqa: E402
                      spread, unique)
 
 SCENARIOS = ("throughput", "components", "slow_sink", "requests", "idle", "wake", "memory", "priority", "latency",
-             *scale.SCENARIOS)  # startup, scale, lambda: bench/scale.py
+             *scale.SCENARIOS, *flow.SCENARIOS)  # startup, scale, lambda: bench/scale.py; flow: bench/flow.py
 # What the latency scenario compares the daemon with: bench/baseline.py as it is, which is already
 # the pipelined loop of the Go peer simple-sqsd (no change was needed).
 PIPELINED_BASELINE = ("bench/baseline.py, pipelined as simple-sqsd: `concurrency` greenlets, each looping "
@@ -974,7 +975,7 @@ def main() -> int:
         for name in chosen:
             log(f"bench: {name} ...")
             try:
-                runner = scale.RUNNERS.get(name)
+                runner = scale.RUNNERS.get(name) or flow.RUNNERS.get(name)
                 results["scenarios"][name] = runner(bench) if runner else getattr(bench, name)()
             except Exception as error:  # noqa: BLE001 - report and go on with the other scenarios
                 log(f"bench: {name} FAILED: {error}")
