@@ -31,6 +31,8 @@ configured rate, capacity or free slots.
             answers, lost (messages never answered 2xx and not left in the queue after the daemon
             stopped: must be 0), dead-lettered (what the dead-letter queue holds: must be 0). The
             limit's sawtooth (halved at N + 1, one more per `limit` successes) averages about 0.75 N.
+            The daemon's own view, from its /status every 100 ms over the same second half: its
+            adaptive limit (mean / N, and the lowest) and its deliveries in flight (mean / N).
 * priority  strategy "priority", concurrency 10, a high queue with max_concurrency 3 and a backlog, a
             low queue with a backlog, the app answers after 50 ms. While high is capped (from its
             first arrival + 0.5 s to its last arrival) the time-weighted mean of low's in flight /
@@ -42,9 +44,11 @@ configured rate, capacity or free slots.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import platform
+import socket
 import sys
 import threading
 import time
@@ -191,13 +195,15 @@ def toml_value(value: Any) -> str:
 
 
 def start_daemon(bench: Any, label: str, *, concurrency: int, queues: list[dict[str, Any]],
-                 target: dict[str, Any], strategy: str = "priority") -> Worker:
+                 target: dict[str, Any], strategy: str = "priority", status_port: int | None = None) -> Worker:
     """bin/workerless on a config file written here (the flow-control keys have no flags), started."""
     lines = [f"concurrency = {concurrency}", "shutdown_timeout = 10", "", "[polling]",
              f'strategy = "{strategy}"', "poll_for = 1", "batch_size = 10", ""]
     for queue in queues:
         lines += ["[[queues]]", *(f"{key} = {toml_value(value)}" for key, value in queue.items()), ""]
     lines += ["[targets.default]", 'type = "http"', *(f"{key} = {toml_value(value)}" for key, value in target.items())]
+    if status_port is not None:
+        lines += ["", "[status]", f'listen = "127.0.0.1:{status_port}"']
     path = RESULTS / "conf" / f"{label}.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
@@ -206,6 +212,38 @@ def start_daemon(bench: Any, label: str, *, concurrency: int, queues: list[dict[
     bench.workers.append(worker)
     worker.start().wait_started(60)
     return worker
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LimitSampler:
+    """The daemon's own view of its target (/status: the adaptive limit and the in-flight count) every 100 ms."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.samples: list[tuple[float, int, int]] = []  # (monotonic, limit, in_flight)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        while not self.stopping.wait(0.1):
+            try:
+                connection.request("GET", "/status")
+                target = json.loads(connection.getresponse().read())["targets"][0]
+                self.samples.append((time.monotonic(), int(target["limit"]), int(target["in_flight"])))
+            except (OSError, http.client.HTTPException, ValueError, KeyError, IndexError):
+                connection.close()
+
+    def stop(self) -> list[tuple[float, int, int]]:
+        self.stopping.set()
+        self.thread.join(5)
+        return self.samples
 
 
 def wait_for(condition: Any, timeout: float, worker: Worker) -> bool:
@@ -275,13 +313,15 @@ def aimd_run(bench: Any, label: str) -> dict[str, Any]:
     messages = s.aimd_messages
     url, dead_url = bench.sqs.create(name := unique(label)), bench.sqs.create(dead := unique(label + "-dlq"))
     bench.sqs.send_many(url, messages, "aimd")
-    app = App(s.app_delay, s.capacity)
+    app, port = App(s.app_delay, s.capacity), free_port()
     try:
-        worker = start_daemon(bench, label, concurrency=s.aimd_concurrency,
+        worker = start_daemon(bench, label, concurrency=s.aimd_concurrency, status_port=port,
                               queues=[{"name": name, "max_retries": 3, "dead_letter_queue": dead,
                                        "error_visibility_timeout": 1}],
                               target={"url": f"{app.url}/", "overload": "backpressure"})
+        sampler = LimitSampler(port)
         wait_for(lambda: len({r.number for r in app.ok()}) >= messages, 90, worker)
+        limits = sampler.stop()
         worker.stop()  # then what is left is what was never deleted, visible or not
         left, dead_lettered = bench.sqs.left(url), bench.sqs.left(dead_url)
         with app.lock:
@@ -291,6 +331,12 @@ def aimd_run(bench: Any, label: str) -> dict[str, Any]:
         bench.sqs.delete(url)
         bench.sqs.delete(dead_url)
     figures = aimd_figures(requests, messages, s.capacity, s.threshold)
+    middle, end = figures.pop("second_half")
+    late = [(limit, in_flight) for at, limit, in_flight in limits if middle <= at < end]
+    if late:  # the daemon's view: its adaptive limit and its deliveries in flight, sampled
+        figures["limit_mean_second_half_ratio"] = sum(limit for limit, _ in late) / len(late) / s.capacity
+        figures["limit_min_second_half"] = min(limit for limit, _ in late)
+        figures["daemon_in_flight_mean_second_half_ratio"] = sum(n for _, n in late) / len(late) / s.capacity
     return {"messages": messages, "capacity": s.capacity, "concurrency": s.aimd_concurrency, "peak_in_flight": peak,
             **figures, "left_in_queue": left, "lost": max(0, figures["never_answered_2xx"] - left),
             "dead_lettered": dead_lettered}
@@ -318,7 +364,7 @@ def aimd_figures(requests: list[Request], messages: int, capacity: int, threshol
             "requests": len(requests), "busy_429": len(busy), "busy_share": len(busy) / len(requests),
             "busy_share_second_half": sum(1 for r in second_half if r.status == 429) / max(1, len(second_half)),
             "delivered": len(first_ok), "duplicates": len(ok) - len(first_ok),
-            "never_answered_2xx": messages - len(first_ok)}
+            "never_answered_2xx": messages - len(first_ok), "second_half": (middle, end)}
 
 
 def priority_run(bench: Any, label: str) -> dict[str, Any]:
@@ -393,7 +439,7 @@ RUNNERS = {"flow": run}
 def report(out: dict[str, Any]) -> list[str]:
     """The figures as lines: median [min-max] over the runs."""
     def cell(block: dict[str, Any], key: str, digits: int = 3) -> str:
-        item = block[key]
+        item = block.get(key) or {"median": None}
         if item["median"] is None:
             return "n/a"
         return f"{item['median']:.{digits}f} [{item['min']:.{digits}f}-{item['max']:.{digits}f}]"
@@ -410,6 +456,9 @@ def report(out: dict[str, Any]) -> list[str]:
               f"{cell(block, 'convergence_s', 2)} s, mean in flight / N (second half) "
               f"{cell(block, 'mean_in_flight_second_half_ratio')} (lowest 1 s average "
               f"{cell(block, 'moving_average_min_second_half_ratio')}), 429 share {cell(block, 'busy_share')}",
+              f"    daemon's limit / N (second half) {cell(block, 'limit_mean_second_half_ratio')} (lowest "
+              f"{cell(block, 'limit_min_second_half', 0)}), its in flight / N "
+              f"{cell(block, 'daemon_in_flight_mean_second_half_ratio')}",
               f"    app idle (second half) {cell(block, 'app_idle_share_second_half')}, lost {cell(block, 'lost', 0)}, "
               f"dead-lettered {cell(block, 'dead_lettered', 0)}, "
               f"left in queue {cell(block, 'left_in_queue', 0)}, peak in flight {cell(block, 'peak_in_flight', 0)}"]
