@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The flow-control scenarios: rate accuracy, backpressure (AIMD) convergence, a capped high queue.
 
-    python bench/flow.py              2 runs of each (about 2 min)
-    python bench/flow.py --quick      1 run, shorter backlogs (about 40 s)
-    python bench/flow.py --runs=N --json=PATH   (default bench/results/flow-latest[-quick].json)
+    python bench/flow.py              2 runs of each (about 1.5 min)
+    python bench/flow.py --quick      1 run, shorter backlogs (about 30-40 s)
+    python bench/flow.py --runs=N --json=PATH --daemon-bin=PATH   (JSON: bench/results/flow-latest[-quick].json)
 
 bench/run.py runs them too (`--only=flow`, through SCENARIOS and RUNNERS below). Everything is on
 127.0.0.1: fauxqs (bench/harness.py), the real bin/workerless on a TOML file written here
@@ -493,11 +493,15 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="1 run, shorter backlogs")
     parser.add_argument("--runs", type=int, help="runs of each scenario (default 2, or 1 with --quick)")
     parser.add_argument("--json", help="default bench/results/flow-latest.json (flow-latest-quick.json with --quick)")
+    parser.add_argument("--daemon-bin", help="bin/workerless of another checkout, e.g. to try a fix")
     args = parser.parse_args()
+    if args.daemon_bin:
+        harness.DAEMON_BIN = Path(args.daemon_bin).resolve()
     runs = args.runs or (1 if args.quick else 2)
     path = Path(args.json or RESULTS / ("flow-latest-quick.json" if args.quick else "flow-latest.json"))
     results: dict[str, Any] = {"command": " ".join(["python bench/flow.py", *sys.argv[1:]]), "quick": args.quick,
-                               "runs": runs, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "runs": runs, "daemon_bin": str(harness.DAEMON_BIN),
+                               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                "machine": {"nproc": os.cpu_count(), "python": platform.python_version(),
                                            "loadavg_start": os.getloadavg()}}
     began = time.monotonic()
