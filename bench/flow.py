@@ -25,12 +25,14 @@ configured rate, capacity or free slots.
             (from the first request while less than 1 s has passed), sampled every 50 ms. Convergence
             time = from the first request to the first sample at which the app has been at N at least
             once and from which the moving average stays >= 0.7 N until 95 % of the messages were
-            delivered (the drain's tail is left out). Also: mean in flight / N over the second half of
-            [first request, 95 % delivered], the lowest moving average there and the share of it
-            during which the app had nothing in flight, the share of 429
-            answers, lost (messages never answered 2xx and not left in the queue after the daemon
-            stopped: must be 0), dead-lettered (what the dead-letter queue holds: must be 0). The
-            limit's sawtooth (halved at N + 1, one more per `limit` successes) averages about 0.75 N.
+            delivered (the drain's tail is left out); 0.05 s means it never fell below. Also: the
+            mean in flight / N over the second half of [first request, 95 % delivered], the lowest
+            moving average there and the share of it during which the app had nothing in flight,
+            the share of 429 answers (and their number in the first second: the overshoot at the
+            start, as large as what the first receives bring), lost (messages never answered 2xx
+            and not left in the queue after the daemon stopped: must be 0), dead-lettered (what the
+            dead-letter queue holds: must be 0). The limit's sawtooth (halved at N + 1, one more per
+            `limit` successes) averages about 0.75 N.
             The daemon's own view, from its /status every 100 ms over the same second half: its
             adaptive limit (mean / N, and the lowest) and its deliveries in flight (mean / N).
 * priority  strategy "priority", concurrency 10, a high queue with max_concurrency 3 and a backlog, a
@@ -362,6 +364,7 @@ def aimd_figures(requests: list[Request], messages: int, capacity: int, threshol
             "moving_average_min_second_half_ratio": min(moving) / capacity,
             "app_idle_share_second_half": idle_share(ok, middle, end),
             "requests": len(requests), "busy_429": len(busy), "busy_share": len(busy) / len(requests),
+            "busy_429_first_second": sum(1 for r in busy if r.arrived < t0 + 1.0),
             "busy_share_second_half": sum(1 for r in second_half if r.status == 429) / max(1, len(second_half)),
             "delivered": len(first_ok), "duplicates": len(ok) - len(first_ok),
             "never_answered_2xx": messages - len(first_ok), "second_half": (middle, end)}
@@ -455,7 +458,8 @@ def report(out: dict[str, Any]) -> list[str]:
     lines += [f"  backpressure, app takes N={s['capacity']}, concurrency {s['aimd_concurrency']}: convergence "
               f"{cell(block, 'convergence_s', 2)} s, mean in flight / N (second half) "
               f"{cell(block, 'mean_in_flight_second_half_ratio')} (lowest 1 s average "
-              f"{cell(block, 'moving_average_min_second_half_ratio')}), 429 share {cell(block, 'busy_share')}",
+              f"{cell(block, 'moving_average_min_second_half_ratio')}), 429 share {cell(block, 'busy_share')} "
+              f"({cell(block, 'busy_429_first_second', 0)} in the first second)",
               f"    daemon's limit / N (second half) {cell(block, 'limit_mean_second_half_ratio')} (lowest "
               f"{cell(block, 'limit_min_second_half', 0)}), its in flight / N "
               f"{cell(block, 'daemon_in_flight_mean_second_half_ratio')}",
