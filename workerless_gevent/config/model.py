@@ -55,6 +55,7 @@ class HttpTargetConfig:
     inactivity_timeout: int = 180
     max_connections: int = 50
     keepalive_idle: float = 2.0  # seconds a pooled connection may stay idle before it is closed
+    ready_path: str | None = None  # nothing is received for the target's queues until GET of it answers 2xx
     signing_secret_env: str | None = None
     signing_secret: str | None = field(default=None, repr=False)  # resolved from signing_secret_env
 
@@ -210,6 +211,7 @@ def _target(table: Table, name: str) -> TargetConfig:
             inactivity_timeout=table.integer("inactivity_timeout", 180, 1, 1800),
             max_connections=table.integer("max_connections", 50, 1, 10000),
             keepalive_idle=table.number("keepalive_idle", 2, 0, 3600),
+            ready_path=_ready_path(table),
             signing_secret_env=table.optional_string("signing_secret_env"),
         )
     else:
@@ -222,6 +224,13 @@ def _target(table: Table, name: str) -> TargetConfig:
         )
     table.finish()
     return target
+
+
+def _ready_path(table: Table) -> str | None:
+    path = table.optional_string("ready_path")
+    if path is not None and not re.fullmatch(r"/[^\s#]*", path):
+        raise table.fail("ready_path", "must be a path that starts with / (GET on the url's host and port)", path)
+    return path
 
 
 def _metrics_interval(table: Table) -> int:

@@ -110,7 +110,7 @@ class Settler:
             queue.change_visibility(message, within_receipt_limit(message, seconds))
             return
         self.registry.count(queue.name, "Failed")
-        self.registry.record_failure(outcome.error_type, outcome.error)
+        self.registry.record_failure(outcome.error_type, outcome.error, queue=queue.name, target=target)
         logger.warning("queue=%s message=%s receive_count=%d target=%s outcome=failure type=%s: %s",
                        queue.name, message.message_id, message.receive_count, target, outcome.error_type, outcome.error,
                        extra=fields(queue=queue.name, message_id=message.message_id, target=target, outcome="failure",
