@@ -59,22 +59,26 @@ class DeliveryRates:
         self.registry = registry
         self.samples: deque[tuple[float, Counter[str]]] = deque()
 
-    def sample(self) -> None:
-        now = time.monotonic()
-        if self.samples and now - self.samples[-1][0] < MIN_SAMPLE_SECONDS:
-            return
+    def delivered(self) -> Counter[str]:
         delivered: Counter[str] = Counter()
         for (name, queue), value in list(self.registry.totals.items()):
             if name in DELIVERED and queue:
                 delivered[queue] += value
-        self.samples.append((now, delivered))
+        return delivered
+
+    def sample(self) -> None:
+        now = time.monotonic()
+        if self.samples and now - self.samples[-1][0] < MIN_SAMPLE_SECONDS:
+            return
+        self.samples.append((now, self.delivered()))
         while len(self.samples) > 2 and now - self.samples[1][0] >= RATE_WINDOW_SECONDS:
             self.samples.popleft()
 
     def per_second(self) -> dict[str, float] | None:
-        """None until two samples a second apart exist."""
+        """Since the oldest sample in the window, up to now; None until that is a second ago."""
         self.sample()
-        (then, before), (now, after) = self.samples[0], self.samples[-1]
+        now, after = time.monotonic(), self.delivered()
+        then, before = self.samples[0]
         if now - then < 1.0:
             return None
         return {queue: (after[queue] - before[queue]) / (now - then) for queue in after}
