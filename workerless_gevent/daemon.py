@@ -103,8 +103,7 @@ class Daemon:
             if self.reload_requested.is_set() and not self.stopping.is_set():
                 self.reload_requested.clear()
                 self.reload()
-        self.engine.shut_down(self.config.shutdown_timeout, self.forced)
-        self.flusher.flush_final(timeout_seconds=2)
+        self.shut_down()
         self.stopped.set()
         gevent.joinall(background, timeout=3)
         if self.status_server is not None:
@@ -152,6 +151,30 @@ class Daemon:
 
     def target_rows(self) -> list[TargetRow]:
         return self.engine.target_rows()
+
+    def shut_down(self) -> None:
+        """Release the buffers at once, give deliveries their grace period, then release the rest."""
+        engine = self.engine
+        engine.stop_gates()
+        engine.settler.release(engine.stop_receiving(cancel_watchers=not self.in_flight))
+        self.flush_queues()
+        waiter = gevent.spawn(engine.slots.pool.join)
+        gevent.wait([waiter, self.forced], count=1, timeout=self.config.shutdown_timeout)
+        if self.in_flight:
+            logger.warning("%d deliveries still running after the grace period; releasing them", len(self.in_flight))
+            engine.slots.pool.kill(block=True, timeout=2)
+            for work in list(self.in_flight):
+                engine.settler.abandon(work)
+        waiter.kill(block=False)
+        engine.settler.release(engine.stop_receiving(cancel_watchers=True))
+        with gevent.Timeout(3, False):
+            self.flush_queues()
+        self.flusher.flush_final(timeout_seconds=2)
+
+    def flush_queues(self) -> None:
+        parts = self.parts
+        queues = [*parts.queues.values(), *parts.dead_letter_queues.values(), *self.engine.replaced_queues]
+        gevent.joinall([gevent.spawn(queue.flush) for queue in queues])
 
     def watch_for_drained(self) -> None:
         """--drain: stop once every queue came back empty from a long poll and nothing is in flight."""

@@ -1,6 +1,6 @@
 """The delivery side of the running configuration: its live parts, leases, settler, poller and slots,
 and a readiness gate per HTTP target with `ready_path`. A reload (`reload.py`) takes queues out of the
-poller, waits for them to drain and puts their successors in; the daemon stops it warm."""
+poller, waits for them to drain and puts their successors in; the daemon stops it (`Daemon.shut_down`)."""
 
 from __future__ import annotations
 
@@ -138,6 +138,10 @@ class Engine:
         if gate is not None:
             gate.stopped.set()
 
+    def stop_gates(self) -> None:
+        for name in list(self.gates):
+            self.stop_gate(name)
+
     def retire(self, names: Collection[str]) -> list[QueueState]:
         """Take queues out of the poller: nothing more is received from them or taken from their buffers,
         which are released now; their deliveries go on."""
@@ -232,25 +236,3 @@ class Engine:
                 buffered.extend(state.buffer)
                 state.buffer.clear()
         return buffered
-
-    def shut_down(self, grace_seconds: float, forced: gevent.event.Event) -> None:
-        """Release the buffers at once, give deliveries their grace period, then release the rest."""
-        for name in list(self.gates):
-            self.stop_gate(name)
-        self.settler.release(self.stop_receiving(cancel_watchers=not self.in_flight))
-        self.flush_queues()
-        waiter = gevent.spawn(self.slots.pool.join)
-        gevent.wait([waiter, forced], count=1, timeout=grace_seconds)
-        if self.in_flight:
-            logger.warning("%d deliveries still running after the grace period; releasing them", len(self.in_flight))
-            self.slots.pool.kill(block=True, timeout=2)
-            for work in list(self.in_flight):
-                self.settler.abandon(work)
-        waiter.kill(block=False)
-        self.settler.release(self.stop_receiving(cancel_watchers=True))
-        with gevent.Timeout(3, False):
-            self.flush_queues()
-
-    def flush_queues(self) -> None:
-        queues = [*self.parts.queues.values(), *self.parts.dead_letter_queues.values(), *self.replaced_queues]
-        gevent.joinall([gevent.spawn(queue.flush) for queue in queues])

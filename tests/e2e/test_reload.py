@@ -3,6 +3,7 @@ delivery in flight; an invalid file refused in one line; two quick SIGHUPs; SIGT
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any, Callable
 import gevent
 import gevent.event
 
+from tests.e2e.helpers import http_get
 from tests.support import (
     Daemon,
     HttpApp,
@@ -18,6 +20,7 @@ from tests.support import (
     RecordedRequest,
     build_config_file,
     count_messages,
+    status_url,
     wait_until,
 )
 from tests.support.http_app import Reply
@@ -147,3 +150,31 @@ def test_sigterm_while_a_reload_drains_stops_cleanly(
     assert count_messages(sqs, queue.url) == 0  # finished within the grace period, so deleted
     assert "delivered=1 failed=0" in proc.output()
     assert "reload applied" not in proc.output() and "Traceback" not in proc.output()
+
+
+def test_a_removed_queue_is_no_longer_received_from_and_the_order_follows_the_file(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    kept, removed, moved = make_queue(), make_queue(), make_queue()
+    status = {"status": {"listen": "127.0.0.1:0"}}
+    config = write(tmp_path, http_app, [kept, removed, moved], tables=status)
+    proc = daemon(["-c", str(config)], env=aws_env)
+    url = status_url(proc, timeout=30)
+    sqs.send_message(QueueUrl=removed.url, MessageBody="before")
+    http_app.wait_for_requests(1, timeout=20)
+    write(tmp_path, http_app, [moved, kept], tables=status)  # `removed` goes, `moved` comes first
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload applied", timeout=20)  # after the removed queue's last long poll ended
+    assert [queue["name"] for queue in json.loads(http_get(url + "/status")[2])["queues"]] == [moved.name, kept.name]
+    sqs.send_message(QueueUrl=removed.url, MessageBody="after")
+    for queue in (kept, moved):
+        sqs.send_message(QueueUrl=queue.url, MessageBody=queue.name)
+    wait_until(lambda: {kept.name, moved.name} <= set(arrivals(http_app)), 20,
+               message=lambda: f"got {list(arrivals(http_app))}; log:\n{proc.output()[-3000:]}")
+    assert proc.stop(timeout=20) == 0
+    assert "after" not in arrivals(http_app)
+    (left,) = sqs.receive_message(QueueUrl=removed.url, MessageSystemAttributeNames=["All"],
+                                  WaitTimeSeconds=1)["Messages"]
+    assert left["Body"] == "after" and left["Attributes"]["ApproximateReceiveCount"] == "1"  # nobody took it before
+    assert "reload applied: removed=" in proc.output() and "queue order changed" in proc.output()
