@@ -19,7 +19,7 @@ from .config.model import Config, HttpTargetConfig
 from .delivery.poller import Poller, QueueRow, Work
 from .delivery.slots import MessageRow, Slots
 from .engine import Engine
-from .metrics import Registry
+from .metrics import OVERALL, Registry
 from .observability.cloudwatch import MetricsFlusher
 from .observability.snapshot import TargetRow
 from .observability.status import StatusServer
@@ -116,7 +116,12 @@ class Daemon:
             logger.info("SIGHUP: this daemon has no configuration to read again")
             return
         logger.info("SIGHUP: reading %s again", self.config.source)
-        self.config = reload_configuration(self.engine, self.config, self.load_config)
+        try:
+            self.config = reload_configuration(self.engine, self.config, self.load_config)
+        except Exception:  # a bug in the reload must not take the deliveries in flight down with it
+            self.registry.count(OVERALL, "InternalErrors")
+            logger.error("reload failed unexpectedly; queues it took out may stay unserved until a restart",
+                         exc_info=True)
 
     def start_background(self) -> list[gevent.Greenlet]:
         """The supervised loops beside the delivery slots: heartbeat, metrics, --drain, scheduler."""

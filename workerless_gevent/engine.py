@@ -55,6 +55,7 @@ class Engine:
     def __init__(self, config: Config, clients: Clients, registry: Registry, rng: random.Random,
                  stopping: gevent.event.Event, request_stop: Callable[[str], None]) -> None:
         self.config = config
+        self.started_config = config  # what the clients were built for
         self.clients = clients
         self.registry = registry
         self.rng = rng

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Collection
 
 from .config.changes import Changes, applicable, compare
+from .aws.clients import lambda_read_timeout
 from .config.model import Config, LambdaTargetConfig
 from .engine import Engine, Successors
 from .errors import ConfigError, StartupError
@@ -38,6 +39,10 @@ def reload_configuration(engine: Engine, running: Config, load: Callable[[], Con
         logger.info("reload: %s has nothing %sto apply", loaded.source, "else " if changes.restart_only else "")
         return running
     config = applicable(running, loaded)
+    if config.concurrency > engine.started_config.concurrency:
+        logger.warning("reload: concurrency=%d is above the %d the SQS and Lambda connection pools were sized for "
+                       "at start; deliveries may wait for a connection until a restart",
+                       config.concurrency, engine.started_config.concurrency)
     try:
         successors = prepare(engine, config, changes)
     except StartupError as error:
@@ -55,8 +60,15 @@ def prepare(engine: Engine, config: Config, changes: Changes) -> Successors:
     """New queues resolved and new targets built, before anything drains; StartupError if one cannot be."""
     for name in changes.changed_targets:
         target = config.targets.get(name)
-        if isinstance(target, LambdaTargetConfig) and engine.clients.lambda_ is None:
+        if not isinstance(target, LambdaTargetConfig):
+            continue
+        if engine.clients.lambda_ is None:
             raise StartupError(f"targets.{name}: a Lambda target needs a restart (the daemon started without one)")
+        # The Invoke's read timeout was set from the targets at start: a longer function would be cut off.
+        longest = lambda_read_timeout(engine.started_config) - 10
+        if target.timeout > longest:
+            raise StartupError(f"targets.{name}.timeout: {target.timeout}s is above the {longest}s the Lambda client "
+                               f"was built for at start; a restart applies it")
     parts, clients = engine.parts, engine.clients
     queues = dict.fromkeys(changes.removed_queues, None)
     dead_letter_queues = {}
