@@ -170,6 +170,9 @@ def test_status_shows_starting_queues_rates_and_the_last_error_of_queues_and_tar
     queues_section = http_get(url + "/")[2].split('<section id="queues">')[1].split("</section>")[0]
     assert queues_section.count('class="starting">starting<') == 2 and ">ready<" not in queues_section
     assert [queue["backlog"] for queue in document["queues"]] == [None, None]  # no Backlog gauge in this run
+    metrics = samples(http_get(url + "/metrics")[2])
+    assert metrics[("workerless_queue_state", (("queue", first.name), ("state", "starting")))] == 1
+    assert metrics[("workerless_queue_state", (("queue", first.name), ("state", "ready")))] == 0
     counting_proxy.delays["ReceiveMessage"] = 0.0
 
     wait_until(lambda: all(queue["state"] in ("ready", "idle")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from workerless_gevent.config.model import QueueConfig
-from workerless_gevent.delivery.poller import QueueRow, QueueState, queue_row
+from workerless_gevent.delivery.poller import QUEUE_STATES, QueueRow, QueueState, queue_row
 from workerless_gevent.delivery.queue import SqsQueue
 from workerless_gevent.metrics import Registry
 from workerless_gevent.observability.snapshot import latest_error, queue_rows
@@ -60,3 +60,7 @@ def test_each_queue_state_has_one_word() -> None:
     assert queue_row(state_of(has_received=True, failures=2, paused=2.0), now).state == "failing"
     retired = queue_row(state_of(is_retired=True, failures=1, paused=3600.0), now)
     assert (retired.state, retired.paused_seconds) == ("draining", 0.0)
+    words = {queue_row(state_of(**fields), now).state for fields in (
+        {}, {"has_received": True}, {"has_received": True, "is_ready": False}, {"paused": 1.0}, {"failures": 1},
+        {"is_retired": True})}
+    assert words == set(QUEUE_STATES)  # the Prometheus gauge names every word the page can show

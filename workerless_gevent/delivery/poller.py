@@ -29,6 +29,9 @@ from .queue import SqsQueue
 from .receiving import Admit, Count, Receiver, moving_average
 
 
+QUEUE_STATES = ("starting", "ready", "idle", "failing", "paused", "draining")
+
+
 @dataclass(eq=False)
 class QueueState:
     queue: SqsQueue
