@@ -25,7 +25,7 @@ from .message import Message
 from .metrics import Registry
 from .observability.snapshot import TargetRow
 from .setup import build_parts, queue_info
-from .supervision import spawn_supervised
+from .supervision import log_greenlet_failure, spawn_supervised
 from .targets import Target
 from .targets.readiness import AppReadiness
 
@@ -97,6 +97,7 @@ class Engine:
         """The gates' checking loops, then the slots (which find every gated queue paused)."""
         self.start_gates()
         self.dispatcher = gevent.spawn(self.slots.dispatch)
+        self.dispatcher.link_exception(log_greenlet_failure)
 
     @property
     def in_flight(self) -> set[Work]:
@@ -112,7 +113,7 @@ class Engine:
     def target_rows(self) -> list[TargetRow]:
         rows = []
         for name, target in self.parts.targets.items():
-            config = self.config.targets.get(name)
+            config = getattr(target, "config", None) or self.config.targets.get(name)  # the one in use, mid-reload too
             gate = self.gates.get(name)
             paused = max(0.0, target.pause.remaining_seconds())
             readiness = gate.readiness if gate is not None else None
@@ -227,6 +228,7 @@ class Engine:
         self.slots = self.build_slots(config, self.poller)
         self.slots.started_messages = started_messages  # --max-messages counts across reloads
         self.dispatcher = gevent.spawn(self.slots.dispatch)
+        self.dispatcher.link_exception(log_greenlet_failure)
 
     def stop_receiving(self, cancel_watchers: bool) -> list[Message]:
         """Every buffered message, the draining queues' included, for the caller to release."""
