@@ -44,13 +44,14 @@ then ECS or EC2 metadata; with none, every command exits 2. Exit codes: 0 clean 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import random
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -96,15 +97,16 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
         if args["send"]:
             return send(args, env)
         config = load_config(args["--config"], env, flags)
+        reload = functools.partial(load_config, args["--config"], env, flags)  # SIGHUP reads the file again
         if not args["check"] and runs_on_the_wire_alone(config):
-            return run_with_child(config, env, early)
+            return run_with_child(config, env, early, reload)
         session, region, where = open_session(config.aws, env, config.source)
     except ConfigError as error:
         print(error.line(), file=sys.stderr)
         return ExitStatus.BAD_CONFIG
     if args["check"]:
         return check(config, args["--online"], session, region, where)
-    return run(config, session, region, where)
+    return run(config, session, region, where, reload=reload)
 
 
 def runs_on_the_wire_alone(config: Config) -> bool:
@@ -114,7 +116,8 @@ def runs_on_the_wire_alone(config: Config) -> bool:
     return not config.name and not claims and not large_payloads
 
 
-def run_with_child(config: Config, env: Mapping[str, str], early: Any = None) -> int:
+def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
+                   reload: Callable[[], Config] | None = None) -> int:
     """The daemon with region, endpoint and credentials from `aws.child`, which runs while this process
     imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
     endpoints), the daemon resolves in-process as before. ConfigError goes up (exit 2)."""
@@ -136,7 +139,7 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None) ->
         return ExitStatus.ERROR
     urls = [resolved.endpoints.get(service) for service in services]
     if not all(urls) or any(proxy_for(url) for url in urls if url):
-        return run(config, *open_session(config.aws, env, config.source))
+        return run(config, *open_session(config.aws, env, config.source), reload=reload)
     credentials = ChildCredentials(config.aws, config.source, resolved)
     signing = credentials if resolved.credentials else None
     region, ca_bundle = resolved.region, resolved.ca_bundle
@@ -145,7 +148,7 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None) ->
                       lambda_=build_lambda_wire(config, region, lambda_url, signing, ca_bundle) if lambda_url else None,
                       cloudwatch=None, region=region,
                       renew_credentials=credentials.run if resolved.expires_at is not None else None)
-    return run(config, None, resolved.region, resolved.where, clients)
+    return run(config, None, resolved.region, resolved.where, clients, reload)
 
 
 def describe_usage_error(arguments: Sequence[str]) -> str:
@@ -203,8 +206,10 @@ def describe_usage_error(arguments: Sequence[str]) -> str:
     return "cannot parse the command line"
 
 
-def run(config: Config, session: Any, region: str, where: str, clients: Any = None) -> int:
-    """The daemon on `clients` (aws.Clients), or on clients built from `session`."""
+def run(config: Config, session: Any, region: str, where: str, clients: Any = None,
+        reload: Callable[[], Config] | None = None) -> int:
+    """The daemon on `clients` (aws.Clients), or on clients built from `session`; `reload` reads the
+    configuration again (SIGHUP)."""
     from .aws.clients import build_clients
     from .daemon import Daemon
     from .metrics import Registry
@@ -213,7 +218,7 @@ def run(config: Config, session: Any, region: str, where: str, clients: Any = No
     try:
         clients = clients or build_clients(config, region, session)
         # Resolving every queue at construction doubles as the credentials and endpoint check.
-        daemon = Daemon(config, clients, Registry(), random.Random())
+        daemon = Daemon(config, clients, Registry(), random.Random(), reload)
     except StartupError as error:
         print(f"workerless: cannot start: {error}", file=sys.stderr)
         return ExitStatus.ERROR

@@ -1,4 +1,5 @@
-"""The daemon's lifecycle: build the parts, signals, the background greenlets, the slots; stop warm, then cold."""
+"""The daemon's lifecycle: build the parts, signals (SIGHUP reloads, `reload.py`), the background greenlets,
+the delivery side (`engine.py`); stop warm, then cold."""
 
 from __future__ import annotations
 
@@ -8,23 +9,23 @@ import random
 import signal
 import time
 import urllib.parse
+from collections.abc import Callable
 
 import gevent
 import gevent.event
 
 from .aws.clients import Clients
-from .config.model import Config, HttpTargetConfig, LambdaTargetConfig
-from .delivery.flow import TargetFlow, TargetRow
-from .delivery.leases import Leases
-from .delivery.ordering import STRATEGIES
-from .delivery.outcomes import Settler
-from .delivery.poller import Poller, QueueRow, QueueState, Work
+from .config.model import Config, HttpTargetConfig
+from .delivery.poller import Poller, QueueRow, Work
 from .delivery.slots import MessageRow, Slots
-from .metrics import Registry
+from .engine import Engine
+from .metrics import OVERALL, Registry
 from .observability.cloudwatch import MetricsFlusher
+from .observability.snapshot import TargetRow
 from .observability.status import StatusServer
 from .periodic.scheduler import build_scheduler
-from .setup import Parts, build_parts, dead_letter_warnings
+from .reload import reload_configuration
+from .setup import Parts, dead_letter_warnings
 from .supervision import spawn_supervised
 
 logger = logging.getLogger(__name__)
@@ -33,41 +34,37 @@ REPEATED_SIGNAL_SECONDS = 1.0  # a signal this soon after the first is a duplica
 
 
 class Daemon:
-    def __init__(self, config: Config, clients: Clients, registry: Registry, rng: random.Random) -> None:
+    def __init__(self, config: Config, clients: Clients, registry: Registry, rng: random.Random,
+                 load_config: Callable[[], Config] | None = None) -> None:
         self.config = config
         self.registry = registry
         self.clients = clients
-        self.parts: Parts = build_parts(config, clients, registry, rng)
-        self.leases = Leases(self.parts.queues)
-        self.settler = Settler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases,
-                               finish=lambda work, groups, overloaded: self.poller.finish(work, groups, overloaded))
+        self.load_config = load_config  # reads the configuration file again, for SIGHUP
         self.stopping = gevent.event.Event()
         self.forced = gevent.event.Event()
         self.stopped = gevent.event.Event()
+        self.reload_requested = gevent.event.Event()
         self.stop_requested_at = 0.0
-        self.flows = build_flows(config)
-        states = [self.queue_state(queue.name) for queue in config.queues]
-        self.poller = Poller(states, STRATEGIES[config.polling.strategy], batch_size=config.polling.batch_size,
-                             poll_for_seconds=config.polling.poll_for, sleep_seconds=config.polling.sleep,
-                             rng=rng, stopping=self.stopping, admit=self.settler.admit, count=registry.count)
-        self.slots = Slots(config, self.parts.targets, self.parts.queue_infos, self.parts.preparer, self.poller,
-                           self.settler, registry, self.stopping, self.request_stop)
+        self.engine = Engine(config, clients, registry, rng, self.stopping, self.request_stop)
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
         registry.track_gauge("InFlight", lambda: self.slots.in_flight_by_queue(self.parts.queues))
-        registry.track_gauge("TargetLimit", lambda: {queue.name: float(self.flows[queue.target].limit)
-                                                     for queue in config.queues})
+        registry.track_gauge("TargetLimit", self.engine.target_limits)
         self.status_server = StatusServer(config.status_listen, self) if config.status_listen else None
         self.scheduler = build_scheduler(config, clients, self.parts.queues, rng)
         self.rng = rng
         self.background: list[gevent.Greenlet] = []
 
-    def queue_state(self, name: str) -> QueueState:
-        queue = self.parts.queues[name]
-        target = self.parts.targets[queue.config.target]
-        target_config = self.config.targets[queue.config.target]
-        window = target_config.max_batching_window if isinstance(target_config, LambdaTargetConfig) else 0.0
-        return QueueState(queue, target.messages_per_delivery, target.pause.remaining_seconds,
-                          flow=self.flows[queue.config.target], window_seconds=window)
+    @property
+    def parts(self) -> Parts:
+        return self.engine.parts
+
+    @property
+    def poller(self) -> Poller:
+        return self.engine.poller
+
+    @property
+    def slots(self) -> Slots:
+        return self.engine.slots
 
     def request_stop(self, reason: str = "signal") -> None:
         """Signal handlers only set events; the loop does the stopping."""
@@ -82,10 +79,18 @@ class Daemon:
             logger.warning("second stop signal: not waiting for in-flight deliveries")
             self.forced.set()
 
+    def request_reload(self) -> None:
+        """SIGHUP; the loop re-reads the file. Several before it gets to it make one reload."""
+        if self.stopping.is_set():
+            logger.info("SIGHUP while stopping: not reloading")
+            return
+        self.reload_requested.set()
+
     def run(self) -> int:
         started = time.monotonic()
         for signum in (signal.SIGTERM, signal.SIGINT):
             gevent.signal_handler(signum, self.request_stop, signal.Signals(signum).name)
+        gevent.signal_handler(signal.SIGHUP, self.request_reload)
         background = self.background = self.start_background()
         self.log_start()
         if self.status_server is not None:
@@ -93,7 +98,12 @@ class Daemon:
             server = self.status_server
             background.append(spawn_supervised("status server", lambda: server.keep_serving(self.stopped),
                                                self.stopped, self.registry.count, self.rng))
-        self.slots.dispatch()
+        self.engine.start()
+        while not self.stopping.is_set():
+            gevent.wait([self.stopping, self.reload_requested], count=1)
+            if self.reload_requested.is_set() and not self.stopping.is_set():
+                self.reload_requested.clear()
+                self.reload()
         self.shut_down()
         self.stopped.set()
         gevent.joinall(background, timeout=3)
@@ -102,10 +112,23 @@ class Daemon:
         self.log_stop(time.monotonic() - started)
         return 0
 
+    def reload(self) -> None:
+        if self.load_config is None:
+            logger.info("SIGHUP: this daemon has no configuration to read again")
+            return
+        logger.info("SIGHUP: reading %s again", self.config.source)
+        try:
+            self.config = reload_configuration(self.engine, self.config, self.load_config)
+        except Exception:  # a bug in the reload must not take the deliveries in flight down with it
+            self.registry.count(OVERALL, "InternalErrors")
+            logger.error("reload failed unexpectedly; queues it took out may stay unserved until a restart",
+                         exc_info=True)
+
     def start_background(self) -> list[gevent.Greenlet]:
         """The supervised loops beside the delivery slots: heartbeat, metrics, --drain, scheduler."""
         count, rng = self.registry.count, self.rng
-        loops = [("heartbeat", lambda: self.leases.run(self.stopped), self.stopped),
+        leases = self.engine.leases
+        loops = [("heartbeat", lambda: leases.run(self.stopped), self.stopped),
                  ("metrics flusher", lambda: self.flusher.run(self.stopped), self.stopped)]
         if self.config.drain:
             loops.append(("drain watch", self.watch_for_drained, self.stopping))
@@ -119,46 +142,50 @@ class Daemon:
 
     def are_loops_alive(self) -> bool:
         """Liveness: every supervised loop is still running (they end only when stopping)."""
-        return self.stopping.is_set() or all(not greenlet.dead for greenlet in self.background)
+        loops = self.background + self.engine.loops()
+        return self.stopping.is_set() or all(not greenlet.dead for greenlet in loops)
 
     @property
     def in_flight(self) -> set[Work]:
-        return self.slots.in_flight
+        return self.engine.in_flight
 
     def queue_rows(self) -> list[QueueRow]:
-        return self.poller.rows()
+        return self.engine.queue_rows()
 
     def message_rows(self) -> list[MessageRow]:
         return self.slots.message_rows()
 
     def target_rows(self) -> list[TargetRow]:
-        return [flow.row() for flow in self.flows.values()]
+        return self.engine.target_rows()
 
     def shut_down(self) -> None:
-        """Release the buffer at once, give deliveries their grace period, then release the rest."""
-        self.settler.release(self.poller.stop(cancel_watchers=bool(not self.in_flight)))
+        """Release the buffers at once, give deliveries their grace period, then release the rest."""
+        engine = self.engine
+        engine.stop_gates()
+        engine.settler.release(engine.stop_receiving(cancel_watchers=not self.in_flight))
         self.flush_queues()
-        waiter = gevent.spawn(self.slots.pool.join)
+        waiter = gevent.spawn(engine.slots.pool.join)
         gevent.wait([waiter, self.forced], count=1, timeout=self.config.shutdown_timeout)
         if self.in_flight:
             logger.warning("%d deliveries still running after the grace period; releasing them", len(self.in_flight))
-            self.slots.pool.kill(block=True, timeout=2)
+            engine.slots.pool.kill(block=True, timeout=2)
             for work in list(self.in_flight):
-                self.settler.abandon(work)
+                engine.settler.abandon(work)
         waiter.kill(block=False)
-        self.settler.release(self.poller.stop())
+        engine.settler.release(engine.stop_receiving(cancel_watchers=True))
         with gevent.Timeout(3, False):
             self.flush_queues()
         self.flusher.flush_final(timeout_seconds=2)
 
     def flush_queues(self) -> None:
-        queues = list(self.parts.queues.values()) + list(self.parts.dead_letter_queues.values())
+        parts = self.parts
+        queues = [*parts.queues.values(), *parts.dead_letter_queues.values(), *self.engine.replaced_queues]
         gevent.joinall([gevent.spawn(queue.flush) for queue in queues])
 
     def watch_for_drained(self) -> None:
         """--drain: stop once every queue came back empty from a long poll and nothing is in flight."""
         while not self.stopping.wait(0.1):
-            if not self.in_flight and self.poller.is_drained():
+            if not self.in_flight and not self.engine.draining and self.poller.is_drained():
                 self.request_stop("drained: every queue is empty")
 
     def log_start(self) -> None:
@@ -179,13 +206,6 @@ class Daemon:
         total = self.registry.total
         logger.info("workerless stopped: delivered=%d failed=%d received=%d seconds=%.1f",
                     total("Succeeded"), total("Failed"), total("Received"), seconds)
-
-
-def build_flows(config: Config) -> dict[str, TargetFlow]:
-    """One flow per target, shared by the queues that deliver to it."""
-    return {name: TargetFlow(name, min(target.max_concurrency or config.concurrency, config.concurrency),
-                             target.rate_limit, adaptive=target.overload == "backpressure")
-            for name, target in config.targets.items()}
 
 
 def is_loopback(url: str) -> bool:

@@ -80,6 +80,8 @@ class Registry:
         self.gauge_readers: dict[str, GaugeReader] = {}
         self.histograms: dict[tuple[str, str], Histogram] = {}
         self.failure_types: dict[str, tuple[int, str]] = {}
+        # ("queue" or "target", name) -> (time.time(), text) of its latest failed delivery
+        self.last_errors: dict[tuple[str, str], tuple[float, str]] = {}
 
     def count(self, queue: str, name: str, amount: int = 1) -> None:
         self.window.counters[(name, queue)] += amount
@@ -107,9 +109,13 @@ class Registry:
                 values[(name, queue)] = float(value)
         return values
 
-    def record_failure(self, error_type: str, error: str) -> None:
+    def record_failure(self, error_type: str, error: str, queue: str = "", target: str = "") -> None:
         count, _ = self.failure_types.get(error_type, (0, ""))
         self.failure_types[error_type] = (count + 1, error)
+        text = ": ".join(part for part in (error_type, error) if part) or "failure"
+        for kind, name in (("queue", queue), ("target", target)):
+            if name:
+                self.last_errors[(kind, name)] = (time.time(), text)
 
     def total(self, name: str, queue: str | None = None) -> int:
         if queue is not None:

@@ -1,4 +1,4 @@
-"""Turns a Config and clients into live parts: resolved queues, targets, poller states."""
+"""Turns a Config and clients into live parts: resolved queues, targets, the facts targets get about a queue."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .aws.clients import Clients
-from .config.model import Config, HttpTargetConfig, QueueConfig
+from .config.model import Config, HttpTargetConfig, QueueConfig, TargetConfig
 from .delivery.payloads import PayloadStore, Preparer
 from .delivery.queue import SqsQueue
 from .errors import AWS_ERRORS, describe_error
@@ -56,20 +56,23 @@ def dead_letter_warnings(config: Config, queues: dict[str, SqsQueue] | None = No
 
 def build_parts(config: Config, clients: Clients, registry: Registry, rng: random.Random) -> Parts:
     queues = {queue.name: resolve_queue(clients.sqs, queue, registry) for queue in config.queues}
-    dead_letter_queues = {}
-    for queue in config.queues:
-        if queue.dead_letter_queue:
-            dlq_config = QueueConfig(name=queue.dead_letter_queue)
-            dead_letter_queues[queue.name] = resolve_queue(clients.sqs, dlq_config, registry)
-    targets: dict[str, Target] = {}
-    for name, target_config in config.targets.items():
-        if isinstance(target_config, HttpTargetConfig):
-            targets[name] = HttpTarget(target_config, ca_bundle=config.aws.ca_bundle)
-        else:
-            targets[name] = LambdaTarget(target_config, clients.lambda_, rng)
-    infos = {
-        name: QueueInfo(name=name, arn=queue.arn, region=clients.region, is_fifo=queue.config.is_fifo)
-        for name, queue in queues.items()
-    }
+    dead_letter_queues = {queue.name: resolve_dead_letter_queue(clients.sqs, queue, registry)
+                          for queue in config.queues if queue.dead_letter_queue}
+    targets = {name: build_target(target, clients, rng, config.aws.ca_bundle) for name, target in config.targets.items()}
+    infos = {name: queue_info(queue, clients) for name, queue in queues.items()}
     store = PayloadStore(clients.s3) if clients.s3 is not None else None
     return Parts(queues, dead_letter_queues, targets, infos, Preparer(store, registry))
+
+
+def resolve_dead_letter_queue(sqs: Any, config: QueueConfig, registry: Registry) -> SqsQueue:
+    return resolve_queue(sqs, QueueConfig(name=config.dead_letter_queue or ""), registry)
+
+
+def build_target(config: TargetConfig, clients: Clients, rng: random.Random, ca_bundle: str | None) -> Target:
+    if isinstance(config, HttpTargetConfig):
+        return HttpTarget(config, ca_bundle=ca_bundle)
+    return LambdaTarget(config, clients.lambda_, rng)
+
+
+def queue_info(queue: SqsQueue, clients: Clients) -> QueueInfo:
+    return QueueInfo(name=queue.name, arn=queue.arn, region=clients.region, is_fifo=queue.config.is_fifo)

@@ -78,11 +78,11 @@ def test_a_rate_limit_bounds_every_10s_window_and_a_backlog_runs_at_the_rate(
     arrivals = sorted(request.arrived for request in http_app.requests)
     for first in arrivals:
         assert sum(1 for moment in arrivals if first <= moment < first + 10) <= 25 * 10 + 25
-    steady = [moment for moment in arrivals if moment >= arrivals[0] + 1.5]  # once the burst of 25 is spent
-    rate = (len(steady) - 1) / (steady[-1] - steady[0])
-    print(f"rate_limit 25/s: steady {rate:.2f}/s ({rate / 25:.3f} of the rate)")
-    # The bound is the rate limit's own promise; the floor is loose on purpose: a busy test machine slows the
-    # daemon, and bench/flow.py measures the steady rate against rate_limit on a quiet one.
+    # Beyond one burst, the run is paced by the rate: (n - burst) deliveries need (n - burst) / rate seconds.
+    rate = (len(arrivals) - 25) / (arrivals[-1] - arrivals[0])
+    print(f"rate_limit 25/s: {rate:.2f}/s beyond the burst ({rate / 25:.3f} of the rate)")
+    # The bound is the rate limit's own promise (5 % for arrival jitter); the floor is loose on purpose: a busy
+    # test machine slows the daemon, and bench/flow.py measures the steady rate on a quiet one.
     assert 0.8 * 25 <= rate <= 1.05 * 25
 
 

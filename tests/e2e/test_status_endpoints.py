@@ -12,8 +12,8 @@ from typing import Any, Callable
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.helpers import http_get, status_config
-from tests.support import Daemon, HttpApp, Queue, status_url, wait_until
+from tests.e2e.helpers import http_get, send_batch, status_config
+from tests.support import CountingProxy, Daemon, HttpApp, Queue, status_url, wait_until
 from tests.support.tcp_proxy import TcpProxy
 
 
@@ -154,3 +154,41 @@ def test_a_busy_status_port_stops_the_start_with_one_line(
         assert proc.wait_exit(timeout=30) == 1
     assert f"workerless: cannot start: status server cannot listen on 127.0.0.1:{port}: " in proc.output()
     assert "Traceback" not in proc.output()
+
+
+def test_status_shows_starting_queues_rates_and_the_last_error_of_queues_and_targets(
+    daemon: Callable[..., Daemon], proxied_env: dict[str, str], counting_proxy: CountingProxy, http_app: HttpApp,
+    sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    first, second = make_queue(), make_queue()
+    http_app.respond = lambda request: (500, {}, b"no") if request.body == b"fail" else (200, {}, b"")
+    counting_proxy.delays["ReceiveMessage"] = 3.0  # the first receives are still on their way
+    proc = daemon(["-c", str(status_config(tmp_path, http_app, [first, second]))], env=proxied_env)
+    url = status_url(proc, timeout=20)
+    document = json.loads(http_get(url + "/status")[2])
+    assert [queue["state"] for queue in document["queues"]] == ["starting", "starting"]  # never polled: not ready
+    queues_section = http_get(url + "/")[2].split('<section id="queues">')[1].split("</section>")[0]
+    assert queues_section.count('class="starting">starting<') == 2 and ">ready<" not in queues_section
+    assert [queue["backlog"] for queue in document["queues"]] == [None, None]  # no Backlog gauge in this run
+    metrics = samples(http_get(url + "/metrics")[2])
+    assert metrics[("workerless_queue_state", (("queue", first.name), ("state", "starting")))] == 1
+    assert metrics[("workerless_queue_state", (("queue", first.name), ("state", "ready")))] == 0
+    counting_proxy.delays["ReceiveMessage"] = 0.0
+
+    wait_until(lambda: all(queue["state"] in ("ready", "idle")
+                           for queue in json.loads(http_get(url + "/status")[2])["queues"]), timeout=15)
+    send_batch(sqs, first.url, ["ok-1", "ok-2", "fail"])
+    wait_until(lambda: json.loads(http_get(url + "/status")[2])["totals"]["Failed"] == 1, timeout=20)
+    document = json.loads(http_get(url + "/status")[2])
+    one, two = document["queues"]
+    assert one["last_error"] == "HTTP 500: the app answered HTTP 500" and one["last_error_seconds"] < 30
+    assert two["last_error"] == "" and two["last_error_seconds"] is None
+    (target,) = document["targets"]
+    assert (target["name"], target["type"], target["endpoint"], target["state"]) == (
+        "default", "http", f"{http_app.url}/work", "ready")
+    assert target["last_error"] == "HTTP 500: the app answered HTTP 500"
+    assert one["deliveries_per_second"] > 0 and document["deliveries_per_second"] >= one["deliveries_per_second"]
+    page = http_get(url + "/")[2]
+    assert page.count("HTTP 500: the app answered HTTP 500 (") == 2  # the queue's row and the target's
+    assert "<th>backlog</th>" in page and "<td>\u2013</td>" in page and "Deliveries/s" in page
+    assert proc.stop(timeout=20) == 0

@@ -202,6 +202,19 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
      "{path}: targets.default.inactivity_timeout: must be an integer from 1 to 1800 (got 1801)"),
     ("max-connections-zero", config_text(target="max_connections = 0\n"),
      "{path}: targets.default.max_connections: must be an integer from 1 to 10000 (got 0)"),
+    ("ready-path-relative", config_text(target='ready_path = "health"\n'),
+     '{path}: targets.default.ready_path: must be a path that starts with / (GET on the url\'s host and port) '
+     '(got "health")'),
+    ("ready-path-a-url", config_text(target='ready_path = "http://127.0.0.1:8080/health"\n'),
+     '{path}: targets.default.ready_path: must be a path that starts with / (GET on the url\'s host and port) '
+     '(got "http://127.0.0.1:8080/health")'),
+    ("ready-path-with-a-space", config_text(target='ready_path = "/he alth"\n'),
+     '{path}: targets.default.ready_path: must be a path that starts with / (GET on the url\'s host and port) '
+     '(got "/he alth")'),
+    ("ready-path-empty", config_text(target='ready_path = ""\n'),
+     '{path}: targets.default.ready_path: must be a non-empty string (got "")'),
+    ("ready-path-on-lambda", lambda_config_text('ready_path = "/health"\n'),
+     "{path}: targets.default.ready_path: unknown key"),
     ("content-type-empty", config_text(target='content_type = ""\n'),
      '{path}: targets.default.content_type: must be a non-empty string (got "")'),
     ("headers-not-a-table", config_text(target='headers = "Authorization: x"\n'),

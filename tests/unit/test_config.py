@@ -151,6 +151,7 @@ content_type = "text/plain"
 connect_timeout = 60
 inactivity_timeout = 1800
 max_connections = 10000
+ready_path = "/health?deep=1"
 
 [targets.billing]
 type = "lambda"
@@ -186,7 +187,8 @@ def test_every_key_at_its_limits_loads(tmp_path: Path) -> None:
     assert [queue.is_fifo for queue in config.queues] == [False, True]
     assert config.targets == {
         "default": HttpTargetConfig(name="default", url="http://127.0.0.1:8080/jobs", content_type="text/plain",
-                                    connect_timeout=60, inactivity_timeout=1800, max_connections=10000),
+                                    connect_timeout=60, inactivity_timeout=1800, max_connections=10000,
+                                    ready_path="/health?deep=1"),
         "billing": LambdaTargetConfig(name="billing", function="billing-fn", qualifier="live", batch_size=1,
                                       timeout=900),
     }

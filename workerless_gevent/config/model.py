@@ -62,6 +62,7 @@ class HttpTargetConfig:
     inactivity_timeout: int = 180
     max_connections: int = 50
     keepalive_idle: float = 2.0  # seconds a pooled connection may stay idle before it is closed
+    ready_path: str | None = None  # nothing is received for the target's queues until GET of it answers 2xx
     signing_secret_env: str | None = None
     signing_secret: str | None = field(default=None, repr=False)  # resolved from signing_secret_env
     max_concurrency: int | None = None  # deliveries in flight to this target, across its queues
@@ -232,6 +233,7 @@ def _target(table: Table, name: str) -> TargetConfig:
             inactivity_timeout=table.integer("inactivity_timeout", 180, 1, 1800),
             max_connections=table.integer("max_connections", 50, 1, 10000),
             keepalive_idle=table.number("keepalive_idle", 2, 0, 3600),
+            ready_path=_ready_path(table),
             signing_secret_env=table.optional_string("signing_secret_env"),
             **_flow(table),
             headers=read_headers(table.table("headers")),
@@ -273,6 +275,13 @@ def _filter(table: Table) -> tuple[Pattern, ...]:
         return parse_filters(texts)
     except FilterError as error:
         raise table.fail("filter", str(error), raw) from None
+
+
+def _ready_path(table: Table) -> str | None:
+    path = table.optional_string("ready_path")
+    if path is not None and not re.fullmatch(r"/[^\s#]*", path):
+        raise table.fail("ready_path", "must be a path that starts with / (GET on the url's host and port)", path)
+    return path
 
 
 def _metrics_interval(table: Table) -> int:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from ..config.model import Config, TargetConfig
 
 Clock = Callable[[], float]
 
@@ -39,16 +40,6 @@ class TokenBucket:
         now = self.clock()
         self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
         self.updated = now
-
-
-@dataclass(frozen=True, slots=True)
-class TargetRow:
-    """One target as the status page and Prometheus see it."""
-    name: str
-    limit: int  # the current in-flight limit
-    max_concurrency: int  # where the limit starts and grows back to
-    rate_limit: float | None
-    in_flight: int
 
 
 class TargetFlow:
@@ -105,6 +96,13 @@ class TargetFlow:
                 self.successes = 0
         return False
 
-    def row(self) -> TargetRow:
-        return TargetRow(self.name, self.limit, self.ceiling, self.bucket.rate if self.bucket else None,
-                         self.in_flight)
+
+def build_flow(target: TargetConfig, concurrency: int) -> TargetFlow:
+    """A target's flow: its limit starts at max_concurrency, never above the daemon's concurrency."""
+    return TargetFlow(target.name, min(target.max_concurrency or concurrency, concurrency), target.rate_limit,
+                      adaptive=target.overload == "backpressure")
+
+
+def build_flows(config: Config) -> dict[str, TargetFlow]:
+    """One flow per target, shared by the queues that deliver to it."""
+    return {name: build_flow(target, config.concurrency) for name, target in config.targets.items()}

@@ -137,7 +137,7 @@ class Settler:
                         kind, seconds, outcome.error, extra=fields(**ids, outcome=outcome.result.value))
             return "retry", within_receipt_limit(message, seconds)
         self.registry.count(queue.name, "Failed")
-        self.registry.record_failure(outcome.error_type, outcome.error)
+        self.registry.record_failure(outcome.error_type, outcome.error, queue=queue.name, target=target)
         logger.warning("queue=%s message=%s receive_count=%d target=%s outcome=failure type=%s: %s",
                        queue.name, message.message_id, message.receive_count, target, outcome.error_type, outcome.error,
                        extra=fields(**ids, outcome="failure", error_type=outcome.error_type,

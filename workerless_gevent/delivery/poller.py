@@ -9,6 +9,11 @@ receive is made for work that cannot start.
 A queue is *ready* while its last receive returned messages and *idle* once one came back empty.
 An idle queue gets exactly one watcher greenlet that long-polls it until something arrives, so
 a new message wakes the daemon at once and idle cost is one request per queue per `poll_for`.
+
+A queue's state, in the words the logs, the metrics and the status page share (QueueRow.state):
+*starting* until its first receive completes, then *ready* or *idle*; *failing* while its receives
+fail; *paused* while its target takes no work (a Retry-After, a throttle, an app not ready yet);
+*draining* once a reload took it out of the poller, until its deliveries have ended.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from .queue import SqsQueue
 from .receiving import Admit, Count, Receiver, moving_average
 
 
+QUEUE_STATES = ("starting", "ready", "idle", "failing", "paused", "draining")
+
+
 @dataclass(eq=False)
 class QueueState:
     queue: SqsQueue
@@ -44,10 +52,13 @@ class QueueState:
     failing_since: float | None = None  # time.monotonic() of the first of the receive failures in a row
     warnings_logged: int = 0  # WARNING lines about the current run of failures
     last_error: str = ""  # of the latest failed receive
+    last_error_at: float = 0.0  # its time.time()
     receiving: int = 0  # short receives in flight
     receive_width: int = 1  # how many may be in flight at once
     receive_seconds: float = 0.0  # moving average of a short receive's round trip
     is_drained: bool = False
+    has_received: bool = False  # a receive of it has completed: it is no longer starting
+    is_retired: bool = False  # a reload took it out of the poller: no new receive, no watcher
     flow: TargetFlow | None = None  # the target's in-flight limit and rate, shared by its queues
     window_seconds: float = 0.0  # a Lambda batching window: how long to wait to fill take_size
     in_flight: int = 0  # deliveries from this queue now
@@ -85,11 +96,12 @@ class QueueRow:
     """One queue as the status page, /readyz, Prometheus and the stop summary see it: plain values."""
     name: str
     target: str
-    state: str  # "ready" (its last receive returned messages) or "idle" (a watcher long-polls it)
+    state: str  # starting, ready, idle, failing, paused or draining (see the module's docstring)
     buffered: int
     receive_failures: int  # failed long polls in a row
     failing_seconds: float  # since the first of the receive failures in a row; 0 when the last one worked
-    last_error: str
+    last_error: str  # of the latest failed receive
+    last_error_at: float  # its time.time(), 0 if none
     paused_seconds: float  # until its target accepts work again
 
 
@@ -104,7 +116,7 @@ class Poller:
     def __init__(self, states: Sequence[QueueState], strategy: Strategy, *, batch_size: int, poll_for_seconds: int,
                  sleep_seconds: float, rng: random.Random, stopping: gevent.event.Event, admit: Admit,
                  count: Count | None = None) -> None:
-        self.states = list(states)
+        self.states = list(states)  # a reload assigns a new list, never changes this one
         self.strategy = strategy
         self.rng = rng
         self.stopping = stopping
@@ -123,10 +135,14 @@ class Poller:
         The order is drawn once per call and kept while the slot waits: redrawing at every wake-up would
         let a queue whose messages are on their way lose the slot to any queue with a buffer, and bend
         the weights toward the queues that are drained least."""
-        order = self.strategy(self.states, self.tick, self.rng)
+        states = self.states
+        order = self.strategy(states, self.tick, self.rng)
         self.tick += 1
         while not self.stopping.is_set():
             self.wake.clear()
+            if self.states is not states:  # a reload replaced the queues (it assigns a new list): draw again
+                states = self.states
+                order = self.strategy(states, self.tick, self.rng)
             waits = [state.wait_seconds() for state in order]
             for index, (state, wait) in enumerate(zip(order, waits)):
                 if wait > 0:
@@ -197,11 +213,7 @@ class Poller:
     def rows(self) -> list[QueueRow]:
         """A snapshot of every queue, in configuration order."""
         now = time.monotonic()
-        return [QueueRow(state.queue.name, state.queue.config.target, "ready" if state.is_ready else "idle",
-                         len(state.buffer), state.failures,
-                         now - state.failing_since if state.failing_since is not None else 0.0,
-                         state.last_error, max(0.0, state.is_paused()))
-                for state in self.states]
+        return [queue_row(state, now) for state in self.states]
 
     def is_drained(self) -> bool:
         """Every queue has come back empty from a long poll since it last had messages."""
@@ -223,3 +235,21 @@ class Poller:
             if len(taken) >= state.take_size:
                 break
         return Work(state, taken) if taken else None
+
+
+def queue_row(state: QueueState, now: float) -> QueueRow:
+    paused = max(0.0, state.is_paused())
+    failing = state.failures > 0 or state.failing_since is not None
+    if state.is_retired:
+        word = "draining"
+    elif failing:
+        word = "failing"
+    elif paused:
+        word = "paused"
+    elif not state.has_received:
+        word = "starting"
+    else:
+        word = "ready" if state.is_ready else "idle"
+    return QueueRow(state.queue.name, state.queue.config.target, word, len(state.buffer), state.failures,
+                    now - state.failing_since if state.failing_since is not None else 0.0, state.last_error,
+                    state.last_error_at, 0.0 if state.is_retired else paused)

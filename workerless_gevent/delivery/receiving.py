@@ -123,6 +123,7 @@ class Receiver:
             failed = True
             state.short_failures += 1
             state.last_error = describe_error(error)
+            state.last_error_at = time.time()
             if state.short_failures == 1:
                 logger.info("queue=%s receive failed, trying again: %s", state.queue.name, state.last_error,
                             extra=fields(queue=state.queue.name))
@@ -151,7 +152,7 @@ class Receiver:
         if not state.receiving and not state.is_ready and state.watcher is None:
             if state.buffer:
                 state.is_ready = True  # another receive brought messages: try again once they are taken
-            elif not self.stopping.is_set():
+            elif not self.stopping.is_set() and not state.is_retired:
                 self.go_idle(state)
         self.wake.set()
 
@@ -169,7 +170,7 @@ class Receiver:
 
     def _watch(self, state: QueueState) -> None:
         """Long-poll one idle queue until it yields messages, backing off on its own errors."""
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and not state.is_retired:
             try:
                 messages = self._receive(state, self.poll_for_seconds)
             except AWS_ERRORS as error:
@@ -197,6 +198,7 @@ class Receiver:
         state.failing_since = state.failing_since or now
         failing_seconds = now - state.failing_since
         state.last_error = describe_error(error)
+        state.last_error_at = time.time()
         seconds = self.rng.uniform(1.0, min(MAX_BACKOFF_SECONDS, 2.0 ** min(state.failures, 5)))
         if state.failures == 1 and error_code(error).endswith(CREDENTIAL_CODES):
             logger.error("queue=%s receive refused: %s. Check the credentials, and the clock: SQS rejects "
@@ -214,6 +216,7 @@ class Receiver:
         self.stopping.wait(seconds)
 
     def _note_success(self, state: QueueState) -> None:
+        state.has_received = True
         if state.failing_since is not None:
             logger.warning("queue=%s receiving again after %d failures over %s", state.queue.name, state.failures,
                            duration_text(time.monotonic() - state.failing_since), extra=fields(queue=state.queue.name))

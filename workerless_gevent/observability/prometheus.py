@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from .. import __version__
+from ..delivery.poller import QUEUE_STATES
 from ..metrics import BUCKETS_SECONDS, COUNTERS, DISTRIBUTIONS, OVERALL, OVERALL_COUNTERS, Histogram, Registry
 
 Snapshot = Callable[[], dict[str, Any]]  # the /status document
@@ -112,6 +113,12 @@ def queue_gauges(status: dict[str, Any]) -> Iterator[Metric]:
     for queue in status["queues"]:
         ready.add_metric([queue["name"]], 1.0 if queue["state"] == "ready" else 0.0)
     yield ready
+    states = GaugeMetricFamily("workerless_queue_state", "1 for the queue's state, as the status page names it.",
+                               labels=["queue", "state"])
+    for queue in status["queues"]:
+        for state in QUEUE_STATES:
+            states.add_metric([queue["name"], state], 1.0 if queue["state"] == state else 0.0)
+    yield states
 
 
 def target_gauges(status: dict[str, Any]) -> Iterator[Metric]:

@@ -8,6 +8,7 @@ from typing import Any
 
 REFRESH_SECONDS = 2
 SHOWN_TOTALS = ("Received", "Succeeded", "Failed", "Throttled", "Expired", "DeadLettered")
+MISSING = "\u2013"  # an en dash: not known (yet), as the backlog before the first GetQueueAttributes
 
 STYLE = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;background:#f5f6f8;color:#1d2330}
@@ -26,7 +27,8 @@ table{border-collapse:collapse;width:100%}
 th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e6eb;white-space:nowrap}
 td.wrap{white-space:normal;word-break:break-word}
 th{font-weight:600;color:#555f70}
-.ready{color:#1f9d55;font-weight:600}.idle{color:#555f70}.failing{color:#cc1f1a;font-weight:600}
+.ready{color:#1f9d55;font-weight:600}.idle,.starting,.draining{color:#555f70}
+.failing{color:#cc1f1a;font-weight:600}.paused,.waiting{color:#b7791f;font-weight:600}
 .empty{color:#8a93a3;font-style:italic}
 footer{color:#8a93a3;padding:0 24px 16px}
 """
@@ -44,7 +46,7 @@ def render_page(status: dict[str, Any]) -> str:
 <span class="badge {badge}" id="health">{escape(status["health"])}</span>
 <span class="meta">v{escape(status["version"])} · up {status["uptime_seconds"]:.0f}s
  · strategy {escape(status["strategy"])} · in flight {status["in_flight_count"]}/{status["concurrency"]}</span></header>
-<main><div class="cards">{render_cards(status["totals"])}</div>
+<main><div class="cards">{render_cards(status["totals"], status.get("deliveries_per_second"))}</div>
 <section id="queues"><h2>Queues</h2>{render_queues(status["queues"])}</section>
 <section id="targets"><h2>Targets</h2>{render_targets(status.get("targets", []))}</section>
 <section id="in-flight"><h2>In flight ({status["in_flight_count"]})</h2>
@@ -56,8 +58,21 @@ def render_page(status: dict[str, Any]) -> str:
 """
 
 
-def render_cards(totals: dict[str, int]) -> str:
-    return "".join(f'<div class="card">{escape(name)}<b>{totals.get(name, 0)}</b></div>' for name in SHOWN_TOTALS)
+def render_cards(totals: dict[str, int], per_second: float | None) -> str:
+    cards = [(name, str(totals.get(name, 0))) for name in SHOWN_TOTALS]
+    cards.insert(0, ("Deliveries/s", rate_text(per_second)))
+    return "".join(f'<div class="card">{escape(name)}<b>{escape(value)}</b></div>' for name, value in cards)
+
+
+def rate_text(per_second: float | None) -> str:
+    return MISSING if per_second is None else f"{per_second:.1f}"
+
+
+def error_text(item: dict[str, Any]) -> str:
+    """The last error with its age: "HTTP 500: ... (12s ago)"; empty when there was none."""
+    if not item.get("last_error"):
+        return ""
+    return f'{item["last_error"]} ({item["last_error_seconds"]:.0f}s ago)'
 
 
 def render_table(headers: Sequence[str], rows: list[list[str]], empty: str) -> str:
@@ -77,20 +92,29 @@ def cell(value: object, css: str = "") -> str:
 def render_queues(queues: list[dict[str, Any]]) -> str:
     rows = []
     for queue in queues:
-        state = "failing" if queue["receive_failures"] else queue["state"]
         totals = queue["totals"]
-        rows.append([cell(queue["name"]), cell(queue["target"]), cell(state, state), cell(queue["buffered"]),
-                     cell(queue["in_flight"]), cell(totals["Received"]), cell(totals["Succeeded"]),
-                     cell(totals["Failed"]), cell(queue["receive_failures"])])
-    headers = ("queue", "target", "state", "buffered", "in flight", "received", "succeeded", "failed",
-               "receive failures")
+        backlog = queue.get("backlog")
+        rows.append([cell(queue["name"]), cell(queue["target"]), cell(queue["state"], queue["state"]),
+                     cell(MISSING if backlog is None else backlog), cell(queue["buffered"]), cell(queue["in_flight"]),
+                     cell(rate_text(queue.get("deliveries_per_second"))), cell(totals["Received"]),
+                     cell(totals["Succeeded"]), cell(totals["Failed"]), cell(error_text(queue), "wrap")])
+    headers = ("queue", "target", "state", "backlog", "buffered", "in flight", "deliveries/s", "received",
+               "succeeded", "failed", "last error")
     return render_table(headers, rows, "no queues")
 
 
 def render_targets(targets: list[dict[str, Any]]) -> str:
-    rows = [[cell(t["name"]), cell(t["in_flight"]), cell(t["limit"]), cell(t["max_concurrency"]),
-             cell("–" if t["rate_limit"] is None else f'{t["rate_limit"]:g}/s')] for t in targets]
-    return render_table(("target", "in flight", "limit now", "max concurrency", "rate limit"), rows, "no targets")
+    rows = [[cell(target["name"]), cell(target["type"]), cell(target["endpoint"]),
+             cell(target["state"], target["state"]), cell(target["in_flight"]), cell(target.get("limit", "–")),
+             cell(target.get("max_concurrency", "–")), cell(rate_limit_text(target.get("rate_limit"))),
+             cell(rate_text(target.get("deliveries_per_second"))), cell(error_text(target), "wrap")]
+            for target in targets]
+    return render_table(("target", "type", "endpoint", "state", "in flight", "limit now", "max concurrency",
+                         "rate limit", "deliveries/s", "last error"), rows, "no targets")
+
+
+def rate_limit_text(rate: float | None) -> str:
+    return "–" if rate is None else f"{rate:g}/s"
 
 
 def render_in_flight(messages: list[dict[str, Any]]) -> str:

@@ -1,0 +1,180 @@
+"""SIGHUP to the real daemon: the configuration file read again and applied without dropping the
+delivery in flight; an invalid file refused in one line; two quick SIGHUPs; SIGTERM mid-reload."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import gevent
+import gevent.event
+
+from tests.e2e.helpers import http_get
+from tests.support import (
+    Daemon,
+    HttpApp,
+    Queue,
+    RecordedRequest,
+    build_config_file,
+    count_messages,
+    status_url,
+    wait_until,
+)
+from tests.support.http_app import Reply
+
+
+def write(tmp_path: Path, app: HttpApp, queues: list[Queue], path: str = "/v1", **top: Any) -> Path:
+    """The one config file of a test, written again in place for each reload."""
+    return build_config_file(tmp_path, concurrency=top.pop("concurrency", 2), shutdown_timeout=10,
+                             polling={"poll_for": 1}, queues=[{"name": queue.name} for queue in queues],
+                             targets={"default": {"type": "http", "url": f"{app.url}{path}"}}, **top)
+
+
+class Holding:
+    """Answers 200 at once, except a body of "slow", held until `release` (or 60 s)."""
+
+    def __init__(self) -> None:
+        self.release = gevent.event.Event()
+        self.slow_done_at = 0.0
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        if request.body == b"slow":
+            self.release.wait(60)
+            self.slow_done_at = time.monotonic()
+        return 200, {}, b""
+
+
+def arrivals(app: HttpApp) -> dict[str, RecordedRequest]:
+    return {request.body.decode(): request for request in list(app.requests)}
+
+
+def test_a_reload_finishes_the_delivery_in_flight_then_serves_the_new_queue_and_target(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    first, added = make_queue(), make_queue()
+    holding = Holding()
+    http_app.respond = holding
+    config = write(tmp_path, http_app, [first])
+    proc = daemon(["-c", str(config)], env=aws_env)
+    proc.wait_for_output("workerless started", timeout=30)
+    sqs.send_message(QueueUrl=first.url, MessageBody="slow")
+    http_app.wait_for_requests(1, timeout=20)
+
+    write(tmp_path, http_app, [first, added], path="/v2")  # a new queue, and the target's url changed
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload: draining", timeout=10)
+    sqs.send_message(QueueUrl=added.url, MessageBody="new-queue")
+    sqs.send_message(QueueUrl=first.url, MessageBody="same-queue")
+    assert proc.alive() and http_app.in_flight == 1
+    holding.release.set()
+
+    wait_until(lambda: {"new-queue", "same-queue"} <= set(arrivals(http_app)), 20,
+               message=lambda: f"got {list(arrivals(http_app))}; log:\n{proc.output()[-3000:]}")
+    got = arrivals(http_app)
+    assert got["slow"].path == "/v1"  # the delivery in flight kept its target
+    assert got["new-queue"].path == got["same-queue"].path == "/v2"
+    assert got["new-queue"].arrived >= holding.slow_done_at and got["same-queue"].arrived >= holding.slow_done_at
+    wait_until(lambda: count_messages(sqs, first.url) + count_messages(sqs, added.url) == 0, 15,
+               message="not every message was deleted")
+    assert proc.wait_for_output("reload applied", timeout=5)
+    assert proc.stop(timeout=20) == 0
+    assert "delivered=3 failed=0" in proc.output()
+    assert "Traceback" not in proc.output()
+
+
+def test_an_invalid_file_is_one_line_and_the_running_configuration_stays(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    queue = make_queue()
+    config = write(tmp_path, http_app, [queue])
+    proc = daemon(["-c", str(config)], env=aws_env)
+    proc.wait_for_output("workerless started", timeout=30)
+    config.write_text(config.read_text().replace("concurrency = 2", "concurrency = 0"))
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload refused", timeout=10)
+    (line,) = [line for line in proc.output().splitlines() if "reload refused" in line]
+    assert line.endswith(f"{config}: concurrency: must be an integer from 1 to 10000 (got 0)")
+    sqs.send_message(QueueUrl=queue.url, MessageBody="still working")
+    assert http_app.wait_for_requests(1, timeout=20)[0].body == b"still working"
+    assert http_app.requests[0].path == "/v1"
+    assert proc.stop(timeout=20) == 0
+    assert "Traceback" not in proc.output()
+
+
+def test_two_quick_sighups_apply_the_file_and_keep_delivering(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    first, added = make_queue(), make_queue()
+    config = write(tmp_path, http_app, [first])
+    proc = daemon(["-c", str(config)], env=aws_env)
+    proc.wait_for_output("workerless started", timeout=30)
+    write(tmp_path, http_app, [first, added], concurrency=3)  # a global change: every queue restarts
+    proc.send_signal(signal.SIGHUP)
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload applied", timeout=20)
+    for queue in (first, added):
+        sqs.send_message(QueueUrl=queue.url, MessageBody=queue.name)
+    wait_until(lambda: {first.name, added.name} <= set(arrivals(http_app)), 20,
+               message=lambda: f"got {list(arrivals(http_app))}; log:\n{proc.output()[-3000:]}")
+    assert proc.alive()
+    assert proc.stop(timeout=20) == 0
+    assert "delivered=2 failed=0" in proc.output()
+    assert "Traceback" not in proc.output() and "ERROR" not in proc.output()
+
+
+def test_sigterm_while_a_reload_drains_stops_cleanly(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    queue = make_queue()
+    holding = Holding()
+    http_app.respond = holding
+    config = write(tmp_path, http_app, [queue])
+    proc = daemon(["-c", str(config)], env=aws_env)
+    proc.wait_for_output("workerless started", timeout=30)
+    sqs.send_message(QueueUrl=queue.url, MessageBody="slow")
+    http_app.wait_for_requests(1, timeout=20)
+    write(tmp_path, http_app, [queue], path="/v2")
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload: draining", timeout=10)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait_for_output("stopping (SIGTERM)", timeout=10)
+    holding.release.set()
+    assert proc.wait_exit(timeout=30) == 0
+    assert count_messages(sqs, queue.url) == 0  # finished within the grace period, so deleted
+    assert "delivered=1 failed=0" in proc.output()
+    assert "reload applied" not in proc.output() and "Traceback" not in proc.output()
+
+
+def test_a_removed_queue_is_no_longer_received_from_and_the_order_follows_the_file(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    kept, removed, moved = make_queue(), make_queue(), make_queue()
+    status = {"status": {"listen": "127.0.0.1:0"}}
+    config = write(tmp_path, http_app, [kept, removed, moved], tables=status)
+    proc = daemon(["-c", str(config)], env=aws_env)
+    url = status_url(proc, timeout=30)
+    sqs.send_message(QueueUrl=removed.url, MessageBody="before")
+    http_app.wait_for_requests(1, timeout=20)
+    write(tmp_path, http_app, [moved, kept], tables=status)  # `removed` goes, `moved` comes first
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload applied", timeout=20)  # after the removed queue's last long poll ended
+    assert [queue["name"] for queue in json.loads(http_get(url + "/status")[2])["queues"]] == [moved.name, kept.name]
+    sqs.send_message(QueueUrl=removed.url, MessageBody="after")
+    for queue in (kept, moved):
+        sqs.send_message(QueueUrl=queue.url, MessageBody=queue.name)
+    wait_until(lambda: {kept.name, moved.name} <= set(arrivals(http_app)), 20,
+               message=lambda: f"got {list(arrivals(http_app))}; log:\n{proc.output()[-3000:]}")
+    assert proc.stop(timeout=20) == 0
+    assert "after" not in arrivals(http_app)
+    (left,) = sqs.receive_message(QueueUrl=removed.url, MessageSystemAttributeNames=["All"],
+                                  WaitTimeSeconds=1)["Messages"]
+    assert left["Body"] == "after" and left["Attributes"]["ApproximateReceiveCount"] == "1"  # nobody took it before
+    assert "reload applied: removed=" in proc.output() and "queue order changed" in proc.output()

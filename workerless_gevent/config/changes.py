@@ -1,0 +1,75 @@
+"""What a configuration re-read on SIGHUP changes against the running one, and what of it only a
+restart can apply (the daemon keeps the running value of those and says so)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .model import Config
+
+# field -> how the logs name it; the clients, the status socket, the metrics flusher and the
+# periodic scheduler are built once per process
+RESTART_ONLY = {
+    "name": "name",
+    "metrics_interval": "[metrics] interval",
+    "status_listen": "[status] listen",
+    "aws": "[aws]",
+    "periodic": "[periodic]",
+    "drain": "drain",
+}
+SETTINGS = ("shutdown_timeout", "log_format", "log_level", "max_messages", "unready_after")  # applied at once
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    restart_only: tuple[str, ...] = ()  # as RESTART_ONLY names them
+    settings: tuple[str, ...] = ()
+    is_global: bool = False  # concurrency or [polling]: every queue drains, then the slots restart
+    added_queues: tuple[str, ...] = ()
+    removed_queues: tuple[str, ...] = ()
+    changed_queues: tuple[str, ...] = ()  # its own keys or its target's changed: drained, then restarted
+    changed_targets: tuple[str, ...] = ()  # added, removed or changed
+    is_reordered: bool = False  # the same queues in another priority order
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing to apply (restart-only changes are not applied)."""
+        return not (self.settings or self.is_global or self.added_queues or self.removed_queues
+                    or self.changed_queues or self.changed_targets or self.is_reordered)
+
+    def summary(self) -> str:
+        parts = [f"{label}={','.join(names)}" for label, names in (
+            ("added", self.added_queues), ("restarted", self.changed_queues), ("removed", self.removed_queues),
+            ("targets", self.changed_targets), ("settings", self.settings)) if names]
+        if self.is_global:
+            parts.insert(0, "every queue restarted (concurrency or [polling] changed)")
+        if self.is_reordered:
+            parts.append("queue order changed")
+        return " ".join(parts) or "nothing"
+
+
+def compare(running: Config, loaded: Config) -> Changes:
+    running_queues = {queue.name: queue for queue in running.queues}
+    loaded_queues = {queue.name: queue for queue in loaded.queues}
+    changed_targets = tuple(name for name in dict.fromkeys([*running.targets, *loaded.targets])
+                            if running.targets.get(name) != loaded.targets.get(name))
+    changed_queues = tuple(name for name, queue in loaded_queues.items() if name in running_queues
+                           and (queue != running_queues[name] or queue.target in changed_targets))
+    kept = [name for name in running_queues if name in loaded_queues]
+    return Changes(
+        restart_only=tuple(label for key, label in RESTART_ONLY.items()
+                           if getattr(running, key) != getattr(loaded, key)),
+        settings=tuple(key for key in SETTINGS if getattr(running, key) != getattr(loaded, key)),
+        is_global=running.concurrency != loaded.concurrency or running.polling != loaded.polling,
+        added_queues=tuple(name for name in loaded_queues if name not in running_queues),
+        removed_queues=tuple(name for name in running_queues if name not in loaded_queues),
+        changed_queues=changed_queues,
+        changed_targets=changed_targets,
+        is_reordered=kept != [name for name in loaded_queues if name in running_queues],
+    )
+
+
+def applicable(running: Config, loaded: Config) -> Config:
+    """The loaded configuration with the running value of every restart-only key."""
+    return dataclasses.replace(loaded, **{key: getattr(running, key) for key in RESTART_ONLY})
