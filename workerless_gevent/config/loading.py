@@ -9,7 +9,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from .headers import resolve_headers
-from .model import Config, HttpTargetConfig, build_config
+from .building import build_config
+from .model import Config, HttpTargetConfig
 
 # option name -> (path in the document, type of its value)
 SCALAR_OPTIONS: dict[str, tuple[tuple[str, ...], type]] = {
