@@ -19,7 +19,8 @@ from .delivery.ordering import STRATEGIES
 from .delivery.outcomes import Settler
 from .delivery.poller import Poller, QueueRow, QueueState, Work
 from .delivery.slots import MessageRow, Slots
-from .metrics import Registry
+from .metrics import OVERALL, Registry
+from .observability.backlog import watch_backlog
 from .observability.cloudwatch import MetricsFlusher
 from .observability.status import StatusServer
 from .periodic.scheduler import build_scheduler
@@ -51,6 +52,8 @@ class Daemon:
         self.slots = Slots(config, self.parts, self.poller, self.settler, registry, self.stopping, self.request_stop)
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
         registry.track_gauge("InFlight", lambda: self.slots.in_flight_by_queue(self.parts.queues))
+        registry.track_gauge("Utilization", lambda: {OVERALL: self.slots.utilization.average()})
+        self.backlog = watch_backlog(config, clients.sqs, self.parts.queues, registry, rng)
         self.status_server = StatusServer(config.status_listen, self) if config.status_listen else None
         self.scheduler = build_scheduler(config, clients, self.parts.queues, rng)
         self.rng = rng
@@ -103,6 +106,9 @@ class Daemon:
         scheduler = self.scheduler
         if scheduler is not None:
             loops.append(("periodic scheduler", lambda: scheduler.run(self.stopping), self.stopping))
+        backlog = self.backlog
+        if backlog is not None:
+            loops.append(("backlog", lambda: backlog.run(self.stopped), self.stopped))
         renew = self.clients.renew_credentials
         if renew is not None:
             loops.append(("credentials renewal", lambda: renew(self.stopped), self.stopped))

@@ -10,10 +10,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throttled", "EmptyReceives",
-            "SqsRequests", "StaleReceipts", "DeleteFailed", "VisibilityFailed")
+            "SqsRequests", "StaleReceipts", "DeleteFailed", "VisibilityFailed", "BacklogFailed")
 OVERALL = ""  # the "queue" of counters that belong to no queue
 OVERALL_COUNTERS = ("InternalErrors",)  # unexpected errors a supervised loop survived
 GAUGES = ("InFlight",)
+# The scaling signals: Utilization (busy slots / concurrency over the interval, 0-1, no queue: the
+# OVERALL key) and Backlog (visible + in-flight messages per queue, read from SQS every interval).
+SIGNALS = ("Utilization", "Backlog")
+GAUGE_UNITS = {"Utilization": "None"}  # CloudWatch units; every other gauge is a Count
 DISTRIBUTIONS = ("DeliveryTime", "QueueTime")  # milliseconds
 # Prometheus bucket bounds in seconds: deliveries take milliseconds to minutes, waits up to the
 # 14-day retention period.
