@@ -2,7 +2,7 @@
 
 Usage:
   workerless [options]
-  workerless check [--online] [options]
+  workerless check [--online] [--iam] [options]
   workerless send QUEUE [BODY] [--attr=K=V...] [options]
   workerless demo [options]
   workerless -h | --help
@@ -26,6 +26,7 @@ Options:
   --log-format=FORMAT        text | json.
   --log-level=LEVEL          DEBUG | INFO | WARNING | ERROR.
   --online                   check: also resolve queues and targets on AWS.
+  --iam                      check: print the least-privilege IAM policy (JSON) instead.
   --attr=K=V                 send: a String message attribute (repeatable).
   -h, --help                 Show this help.
   --version                  Show the version.
@@ -63,7 +64,7 @@ from .logs import configure_logging
 logger = logging.getLogger(__name__)
 
 COMMANDS = ("check", "send", "demo")
-COMMAND_OPTIONS = {"--online": "check", "--attr": "send"}  # options only one command takes
+COMMAND_OPTIONS = {"--online": "check", "--iam": "check", "--attr": "send"}  # options only one command takes
 REPEATABLE_OPTIONS = ("--attr",)
 
 
@@ -99,6 +100,8 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
     except ConfigError as error:
         print(error.line(), file=sys.stderr)
         return ExitStatus.BAD_CONFIG
+    if args["check"] and args["--iam"]:
+        return print_policy(config, args["--online"], session, region, where)
     if args["check"]:
         return check(config, args["--online"], session, region, where)
     return run(config, session, region, where)
@@ -247,6 +250,41 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
     for warning in dead_letter_warnings(config, parts.queues):
         print(f"warning: {warning}", file=sys.stderr)
     print("online check passed: every queue resolved", file=sys.stderr)
+    return ExitStatus.OK
+
+
+def print_policy(config: Config, online: bool, session: Any, region: str, where: str) -> int:
+    """check --iam: the policy on stdout (to paste or redirect), notes on stderr; --online takes the
+    queue ARNs from SQS, so their account is exact."""
+    from .iam import build_policy, policy_notes
+
+    known: dict[str, str] = {}
+    account = "*"
+    if online:
+        from .aws.clients import build_clients
+        from .aws.session import trusted_ca_bundle
+        from .errors import AWS_ERRORS, describe_error
+        from .metrics import Registry
+        from .setup import build_parts
+
+        endpoint = {"endpoint_url": config.aws.endpoint_url} if config.aws.endpoint_url else {}
+        sts = session.create_client("sts", region_name=region, verify=trusted_ca_bundle(config.aws.ca_bundle, session),
+                                    **endpoint)
+        try:
+            account = str(sts.get_caller_identity()["Account"])
+            parts = build_parts(config, build_clients(config, region, session), Registry(), random.Random())
+        except AWS_ERRORS as error:
+            print(f"workerless: {describe_error(error)}", file=sys.stderr)
+            return ExitStatus.ERROR
+        except StartupError as error:
+            print(f"workerless: {error}", file=sys.stderr)
+            return ExitStatus.ERROR
+        known = {queue.name: queue.arn for queue in [*parts.queues.values(), *parts.dead_letter_queues.values()]}
+    policy = build_policy(config, region, account, known)
+    print(json.dumps(policy, indent=2))
+    print(f"region: {region} (from {where})", file=sys.stderr)
+    for note in policy_notes(policy):
+        print(f"note: {note}", file=sys.stderr)
     return ExitStatus.OK
 
 
