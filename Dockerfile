@@ -1,13 +1,12 @@
 # workerless as its own container: run it beside the app container (a sidecar; deploy/ has ECS,
 # Kubernetes and systemd examples). Build: docker build -t workerless .
-# Configure it with a TOML file at $WORKERLESS_CONFIG (mount one) or with WORKERLESS_<KEY> variables.
+# Configure it with WORKERLESS_<KEY> variables, or mount a TOML file and set WORKERLESS_CONFIG to its path.
 FROM python:3.11-slim
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    WORKERLESS_CONFIG=/etc/workerless/workerless.toml
+    PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # Only what `pip install .` reads; .dockerignore keeps the rest of the checkout out of the context.
 WORKDIR /src

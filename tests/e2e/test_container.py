@@ -123,7 +123,7 @@ def test_as_pid_1_sigterm_stops_cleanly_and_loses_nothing(
     http_app.delay = HOLD_SECONDS
     config = build_config_file(tmp_path, concurrency=CONCURRENCY, shutdown_timeout=10, queues=[{"name": queue.name}],
                                targets={"default": {"type": "http", "url": f"{http_app.url}/work"}})
-    # The image's entry point and no arguments: the configuration comes from WORKERLESS_CONFIG, as in the image.
+    # The image's entry point and no arguments: the configuration comes from WORKERLESS_CONFIG, as deploy/ sets it.
     entrypoint = json.loads(the("ENTRYPOINT"))
     proc = daemon([*prefix[1:], str(script.with_name(entrypoint[0])), *entrypoint[1:]],
                   env={**aws_env, "WORKERLESS_CONFIG": str(config)}, cwd=tmp_path, program=Path(prefix[0]),
