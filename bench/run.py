@@ -5,7 +5,7 @@
     python bench/run.py --quick    smoke run: every scenario once, with few messages (about 2 min)
 
 Options: --runs=N, --only=NAME[,NAME] (throughput, components, slow_sink, requests, idle, wake, memory,
-priority, latency, and bench/scale.py's startup, scale, lambda), --no-profile, --strict (exit 1 on a missed target), --daemon-bin=PATH (measure another
+priority, latency, bench/scale.py's startup, scale, lambda, and bench/fleet.py's fleet), --no-profile, --strict (exit 1 on a missed target), --daemon-bin=PATH (measure another
 checkout, e.g. a proposed fix), --json=PATH (default bench/results/latest.json; latest-quick.json
 with --quick, so a smoke run never overwrites the figures of a full run), --latency-messages=N
 (backlog of the latency scenario; default 50,000, or 5,000 with --quick).
@@ -39,13 +39,14 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import fleet  # noqa: E402
 import harness  # noqa: E402
 import scale  # noqa: E402
 from harness import (RESULTS, Proxy, Sink, Sqs, Worker, log, make_baseline, make_daemon, percentile,  # noqa: E402
                      spread, unique)
 
 SCENARIOS = ("throughput", "components", "slow_sink", "requests", "idle", "wake", "memory", "priority", "latency",
-             *scale.SCENARIOS)  # startup, scale, lambda: bench/scale.py
+             *scale.SCENARIOS, *fleet.SCENARIOS)  # startup, scale, lambda: bench/scale.py; fleet: bench/fleet.py
 # What the latency scenario compares the daemon with: bench/baseline.py as it is, which is already
 # the pipelined loop of the Go peer simple-sqsd (no change was needed).
 PIPELINED_BASELINE = ("bench/baseline.py, pipelined as simple-sqsd: `concurrency` greenlets, each looping "
@@ -901,6 +902,7 @@ def table_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             rows.append((f"latency: daemon / baseline at RTT {rtt}ms (paired runs)",
                          cell(ratios[f"daemon_over_baseline_rtt{rtt}"], 2), "", ""))
     rows += scale.table_rows(scenario, cell, ratio_text)
+    rows += fleet.table_rows(scenario, cell, ratio_text)
     return rows
 
 
@@ -974,7 +976,7 @@ def main() -> int:
         for name in chosen:
             log(f"bench: {name} ...")
             try:
-                runner = scale.RUNNERS.get(name)
+                runner = scale.RUNNERS.get(name) or fleet.RUNNERS.get(name)
                 results["scenarios"][name] = runner(bench) if runner else getattr(bench, name)()
             except Exception as error:  # noqa: BLE001 - report and go on with the other scenarios
                 log(f"bench: {name} FAILED: {error}")
