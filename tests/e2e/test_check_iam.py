@@ -4,6 +4,7 @@ every feature, offline (ARNs from the configuration) and --online (the account f
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -133,3 +134,11 @@ def test_iam_is_an_option_of_check_only(aws_env: dict[str, str], tmp_path: Path)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.splitlines() == ["workerless: option --iam is only for workerless check "
                                         "(see workerless --help for usage)"]
+
+
+def test_the_readme_shows_the_policy_of_conf_prod_toml(aws_env: dict[str, str]) -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    (shown,) = re.findall(r"For `conf/prod.toml` in `eu-west-1`:\n\n```json\n(.*?)```", readme, re.S)
+    done = check_iam(REPO_ROOT / "conf" / "prod.toml", {**aws_env, "AWS_REGION": "eu-west-1"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == json.loads(shown)

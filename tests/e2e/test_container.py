@@ -49,15 +49,16 @@ def pip_installs(commands: list[str]) -> list[list[str]]:
     found = []
     for command in commands:
         for part in re.split(r"&&|;", command.split("#", 1)[0]):
-            words = shlex.split(part)
-            if words[:1] in (["pip"], ["pip3"]) and words[1:2] == ["install"]:
-                found.append(["pip", *words[1:]])
+            if not re.match(r"\s*pip3? install\b", part):
+                continue
+            found.append(["pip", *shlex.split(part)[1:]])
     return found
 
 
 def readme_shell_lines() -> list[str]:
     text = (REPO_ROOT / "README.md").read_text()
-    return [line for block in re.findall(r"```(?:sh|bash|shell)\n(.*?)```", text, re.S) for line in block.splitlines()]
+    blocks = re.findall(r"```(?:sh|bash|shell)\n(.*?)```", text, re.S)
+    return [line for block in blocks for line in re.sub(r"\\\n\s*", " ", block).splitlines()]
 
 
 def test_the_dockerfile_installs_the_package_the_way_the_readme_does() -> None:
