@@ -254,32 +254,16 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
 
 
 def print_policy(config: Config, online: bool, session: Any, region: str, where: str) -> int:
-    """check --iam: the policy on stdout (to paste or redirect), notes on stderr; --online takes the
-    queue ARNs from SQS, so their account is exact."""
-    from .iam import build_policy, policy_notes
+    """check --iam: the policy on stdout (to paste or redirect), notes on stderr."""
+    from .iam import ANY_ACCOUNT, build_policy, policy_notes, resolve_online
 
-    known: dict[str, str] = {}
-    account = "*"
+    account, known = ANY_ACCOUNT, dict[str, str]()
     if online:
-        from .aws.clients import build_clients
-        from .aws.session import trusted_ca_bundle
-        from .errors import AWS_ERRORS, describe_error
-        from .metrics import Registry
-        from .setup import build_parts
-
-        endpoint = {"endpoint_url": config.aws.endpoint_url} if config.aws.endpoint_url else {}
-        sts = session.create_client("sts", region_name=region, verify=trusted_ca_bundle(config.aws.ca_bundle, session),
-                                    **endpoint)
         try:
-            account = str(sts.get_caller_identity()["Account"])
-            parts = build_parts(config, build_clients(config, region, session), Registry(), random.Random())
-        except AWS_ERRORS as error:
-            print(f"workerless: {describe_error(error)}", file=sys.stderr)
-            return ExitStatus.ERROR
+            account, known = resolve_online(config, region, session)
         except StartupError as error:
             print(f"workerless: {error}", file=sys.stderr)
             return ExitStatus.ERROR
-        known = {queue.name: queue.arn for queue in [*parts.queues.values(), *parts.dead_letter_queues.values()]}
     policy = build_policy(config, region, account, known)
     print(json.dumps(policy, indent=2))
     print(f"region: {region} (from {where})", file=sys.stderr)

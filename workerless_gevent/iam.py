@@ -8,12 +8,14 @@ ARNs SQS reported instead."""
 
 from __future__ import annotations
 
+import random
 import re
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
 from .config.model import Config, LambdaTargetConfig
+from .errors import AWS_ERRORS, StartupError, describe_error
 
 POLICY_VERSION = "2012-10-17"
 ANY_ACCOUNT = "*"
@@ -30,6 +32,26 @@ ACCOUNT = re.compile(r"\d{12}\Z")
 LAMBDA_ARN = re.compile(r"arn:(?P<partition>[\w-]+):lambda:(?P<region>[\w-]+):(?P<account>\d{12}):function:"
                         r"(?P<name>[\w-]+)(?::(?P<qualifier>[\w$-]+))?\Z")
 LAMBDA_PARTIAL = re.compile(r"(?:(?P<account>\d{12}):function:)?(?P<name>[\w-]+)(?::(?P<qualifier>[\w$-]+))?\Z")
+
+
+def resolve_online(config: Config, region: str, session: Any) -> tuple[str, dict[str, str]]:
+    """check --iam --online: the caller's account (STS) and every queue's ARN as SQS reports it
+    (what check --online resolves). StartupError when AWS says no."""
+    from .aws.clients import build_clients
+    from .aws.session import trusted_ca_bundle
+    from .metrics import Registry
+    from .setup import build_parts
+
+    endpoint = {"endpoint_url": config.aws.endpoint_url} if config.aws.endpoint_url else {}
+    sts = session.create_client("sts", region_name=region, verify=trusted_ca_bundle(config.aws.ca_bundle, session),
+                                **endpoint)
+    try:
+        account = str(sts.get_caller_identity()["Account"])
+    except AWS_ERRORS as error:
+        raise StartupError(f"cannot tell the account (STS GetCallerIdentity): {describe_error(error)}") from None
+    parts = build_parts(config, build_clients(config, region, session), Registry(), random.Random())
+    queues = [*parts.queues.values(), *parts.dead_letter_queues.values()]
+    return account, {queue.name: queue.arn for queue in queues}
 
 
 def partition_of(region: str) -> str:
