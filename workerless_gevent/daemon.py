@@ -97,7 +97,7 @@ class Daemon:
         return 0
 
     def start_background(self) -> list[gevent.Greenlet]:
-        """The supervised loops beside the delivery slots: heartbeat, metrics, --drain, scheduler."""
+        """The supervised loops beside the delivery slots: heartbeat, metrics, --drain, scheduler, backlog."""
         count, rng = self.registry.count, self.rng
         loops = [("heartbeat", lambda: self.leases.run(self.stopped), self.stopped),
                  ("metrics flusher", lambda: self.flusher.run(self.stopped), self.stopped)]

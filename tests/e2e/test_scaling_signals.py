@@ -69,7 +69,8 @@ def test_utilization_and_backlog_on_metrics_and_in_cloudwatch(
         reads = [r.started for r in counting_proxy.requests
                  if r.action == "GetQueueAttributes" and r.params.get("QueueUrl", "").endswith("/" + each.name)]
         seconds = reads[-1] - reads[1]
-        assert seconds / 2.2 - 1 <= len(reads) - 2 <= seconds / 1.8 + 1, (each.name, len(reads), seconds)
+        # (the lower bound leaves room for slow answers on a busy machine: the wait follows each read)
+        assert seconds / 3 - 1 <= len(reads) - 2 <= seconds / 1.8 + 1, (each.name, len(reads), seconds)
 
     cloudwatch = moto_server.client("cloudwatch")
     namespace = f"Workerless-{name}"
