@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
+import fleet
 import harness
 import scale
 
@@ -75,7 +76,7 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
     """The printed table's rows (figure, daemon, baseline, ratio) of the scenarios that ran, in run order."""
     scenario = results["scenarios"]
     rows = [row for name, rows_of in SCENARIO_ROWS if name in scenario for row in rows_of(scenario[name])]
-    return rows + scale.table_rows(scenario, cell, ratio_text)
+    return rows + scale.table_rows(scenario, cell, ratio_text) + fleet.table_rows(scenario, cell, ratio_text)
 
 
 def compared(label: str, block: dict[str, Any], key: str, digits: int = 1) -> Row:

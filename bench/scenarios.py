@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any, Callable
 
+import fleet
 import flow
 import harness
 import polling
@@ -184,5 +185,5 @@ def latency(bench: Bench) -> dict[str, Any]:
 RUNNERS: dict[str, Callable[[Bench], dict[str, Any]]] = {
     "throughput": throughput, "components": components, "slow_sink": slow_sink,
     "requests": polling.requests, "idle": polling.idle, "wake": polling.wake, "memory": memory,
-    "priority": polling.priority, "latency": latency, **scale.RUNNERS, **flow.RUNNERS}
+    "priority": polling.priority, "latency": latency, **scale.RUNNERS, **flow.RUNNERS, **fleet.RUNNERS}
 SCENARIOS = tuple(RUNNERS)

@@ -2,7 +2,7 @@
 
 Usage:
   workerless [options]
-  workerless check [--online] [options]
+  workerless check [--online] [--iam] [options]
   workerless send QUEUE [BODY] [--attr=K=V...] [options]
   workerless demo [options]
   workerless -h | --help
@@ -26,6 +26,7 @@ Options:
   --log-format=FORMAT        text | json.
   --log-level=LEVEL          DEBUG | INFO | WARNING | ERROR.
   --online                   check: also resolve queues and targets on AWS.
+  --iam                      check: print the least-privilege IAM policy (JSON) instead.
   --attr=K=V                 send: a String message attribute (repeatable).
   --trace-header=H           send: the X-Ray trace header (AWSTraceHeader), e.g.
                              Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1
@@ -67,7 +68,8 @@ from .logs import configure_logging
 logger = logging.getLogger(__name__)
 
 COMMANDS = ("check", "send", "demo")
-COMMAND_OPTIONS = {"--online": "check", "--attr": "send", "--trace-header": "send", "--s3-bucket": "send"}  # options only one command takes
+COMMAND_OPTIONS = {"--online": "check", "--iam": "check", "--attr": "send", "--trace-header": "send",
+                   "--s3-bucket": "send"}  # options only one command takes
 REPEATABLE_OPTIONS = ("--attr",)
 
 
@@ -104,6 +106,8 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
     except ConfigError as error:
         print(error.line(), file=sys.stderr)
         return ExitStatus.BAD_CONFIG
+    if args["check"] and args["--iam"]:
+        return print_policy(config, args["--online"], session, region, where)
     if args["check"]:
         return check(config, args["--online"], session, region, where)
     return run(config, session, region, where, reload=reload)
@@ -258,6 +262,25 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
     for warning in dead_letter_warnings(config, parts.queues):
         print(f"warning: {warning}", file=sys.stderr)
     print("online check passed: every queue resolved", file=sys.stderr)
+    return ExitStatus.OK
+
+
+def print_policy(config: Config, online: bool, session: Any, region: str, where: str) -> int:
+    """check --iam: the policy on stdout (to paste or redirect), notes on stderr."""
+    from .iam import ANY_ACCOUNT, build_policy, policy_notes, resolve_online
+
+    account, known = ANY_ACCOUNT, dict[str, str]()
+    if online:
+        try:
+            account, known = resolve_online(config, region, session)
+        except StartupError as error:
+            print(f"workerless: {error}", file=sys.stderr)
+            return ExitStatus.ERROR
+    policy = build_policy(config, region, account, known)
+    print(json.dumps(policy, indent=2))
+    print(f"region: {region} (from {where})", file=sys.stderr)
+    for note in policy_notes(policy):
+        print(f"note: {note}", file=sys.stderr)
     return ExitStatus.OK
 
 

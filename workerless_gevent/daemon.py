@@ -20,6 +20,7 @@ from .delivery.poller import Poller, QueueRow, Work
 from .delivery.slots import MessageRow, Slots
 from .engine import Engine
 from .metrics import OVERALL, Registry
+from .observability.backlog import watch_backlog
 from .observability.cloudwatch import MetricsFlusher
 from .observability.snapshot import TargetRow
 from .observability.status import StatusServer
@@ -49,6 +50,8 @@ class Daemon:
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
         registry.track_gauge("InFlight", lambda: self.slots.in_flight_by_queue(self.parts.queues))
         registry.track_gauge("TargetLimit", self.engine.target_limits)
+        registry.track_gauge("Utilization", lambda: {OVERALL: self.slots.utilization.average()})
+        self.backlog = watch_backlog(config, clients.sqs, self.parts.queues, registry, rng)
         self.status_server = StatusServer(config.status_listen, self) if config.status_listen else None
         self.scheduler = build_scheduler(config, clients, self.parts.queues, rng)
         self.rng = rng
@@ -125,7 +128,7 @@ class Daemon:
                          exc_info=True)
 
     def start_background(self) -> list[gevent.Greenlet]:
-        """The supervised loops beside the delivery slots: heartbeat, metrics, --drain, scheduler."""
+        """The supervised loops beside the delivery slots: heartbeat, metrics, --drain, scheduler, backlog."""
         count, rng = self.registry.count, self.rng
         leases = self.engine.leases
         loops = [("heartbeat", lambda: leases.run(self.stopped), self.stopped),
@@ -135,6 +138,9 @@ class Daemon:
         scheduler = self.scheduler
         if scheduler is not None:
             loops.append(("periodic scheduler", lambda: scheduler.run(self.stopping), self.stopping))
+        backlog = self.backlog
+        if backlog is not None:
+            loops.append(("backlog", lambda: backlog.run(self.stopped), self.stopped))
         renew = self.clients.renew_credentials
         if renew is not None:
             loops.append(("credentials renewal", lambda: renew(self.stopped), self.stopped))

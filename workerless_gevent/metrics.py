@@ -11,11 +11,15 @@ from dataclasses import dataclass, field
 
 COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throttled", "EmptyReceives",
             "SqsRequests", "StaleReceipts", "DeleteFailed", "VisibilityFailed", "RateLimited", "Filtered",
-            "NotSnsEnvelope")  # NotSnsEnvelope: bodies of an sns = "unwrap" queue delivered as they were
+            "NotSnsEnvelope", "BacklogFailed")  # NotSnsEnvelope: bodies of an sns = "unwrap" queue delivered as they were
 OVERALL = ""  # the "queue" of counters that belong to no queue
 OVERALL_COUNTERS = ("InternalErrors",)  # unexpected errors a supervised loop survived
 GAUGES = ("InFlight", "TargetLimit")
 UNSUMMED_GAUGES = ("TargetLimit",)  # per queue only: a sum over queues would mean nothing
+# The scaling signals: Utilization (busy slots / concurrency over the interval, 0-1, no queue: the
+# OVERALL key) and Backlog (visible + in-flight messages per queue, read from SQS every interval).
+SIGNALS = ("Utilization", "Backlog")
+GAUGE_UNITS = {"Utilization": "None"}  # CloudWatch units; every other gauge is a Count
 DISTRIBUTIONS = ("DeliveryTime", "QueueTime")  # milliseconds
 # Prometheus bucket bounds in seconds: deliveries take milliseconds to minutes, waits up to the
 # 14-day retention period.

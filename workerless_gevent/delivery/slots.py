@@ -21,6 +21,7 @@ from ..targets import Outcome, QueueInfo, Target
 from .outcomes import Settler
 from .payloads import Preparer
 from .poller import Poller, Work
+from .utilization import Utilization
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class Slots:
         self.pool = gevent.pool.Group()
         self.in_flight: set[Work] = set()
         self.started_messages = 0
+        self.utilization = Utilization(config.concurrency, config.metrics_interval)  # one slot per work
 
     def in_flight_by_queue(self, queue_names: Iterable[str]) -> dict[str, float]:
         """Messages being delivered per queue, zero included: the reader behind the InFlight gauge."""
@@ -108,6 +110,7 @@ class Slots:
             if work is None:
                 return None
             self.in_flight.add(work)
+            self.utilization.set_busy(len(self.in_flight))
             self.started_messages += len(work.messages)
             if self.config.max_messages and self.started_messages >= self.config.max_messages:
                 self.on_limit(f"--max-messages={self.config.max_messages} reached")
@@ -122,6 +125,7 @@ class Slots:
                          extra=fields(queue=work.state.queue.name))
         finally:
             self.in_flight.discard(work)
+            self.utilization.set_busy(len(self.in_flight))
 
     def deliver(self, work: Work) -> None:
         queue = work.state.queue
@@ -140,5 +144,6 @@ class Slots:
         self.settler.settle(work, outcomes, target.name)
         self.preparer.finish(queue.config, prepared, outcomes)
         self.in_flight.discard(work)
+        self.utilization.set_busy(len(self.in_flight))
         for _ in work.messages:
             self.registry.observe(queue.name, "DeliveryTime", elapsed_ms)

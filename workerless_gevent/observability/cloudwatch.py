@@ -12,7 +12,7 @@ import gevent
 import gevent.event
 
 from ..errors import AWS_ERRORS, describe_error
-from ..metrics import COUNTERS, OVERALL, OVERALL_COUNTERS, UNSUMMED_GAUGES, RateSummary, Registry, Window
+from ..metrics import COUNTERS, GAUGE_UNITS, OVERALL, OVERALL_COUNTERS, UNSUMMED_GAUGES, RateSummary, Registry, Window
 
 logger = logging.getLogger(__name__)
 
@@ -94,10 +94,14 @@ def build_datums(window: Window, gauges: dict[tuple[str, str], float]) -> list[d
         datums.append(datum(name, None, now, "Count", value=total))
     overall_gauges: dict[str, float] = {}
     for (name, queue), sample in gauges.items():
-        if math.isfinite(sample):
-            if name not in UNSUMMED_GAUGES:
-                overall_gauges[name] = overall_gauges.get(name, 0.0) + sample
-            datums.append(datum(name, queue, now, "Count", value=sample))
+        if not math.isfinite(sample):
+            continue
+        if queue == OVERALL:  # an instance-wide gauge (Utilization): no Queue dimension, no sum
+            datums.append(datum(name, None, now, GAUGE_UNITS.get(name, "Count"), value=sample))
+            continue
+        if name not in UNSUMMED_GAUGES:
+            overall_gauges[name] = overall_gauges.get(name, 0.0) + sample
+        datums.append(datum(name, queue, now, GAUGE_UNITS.get(name, "Count"), value=sample))
     datums.extend(datum(name, None, now, "Count", value=sample) for name, sample in overall_gauges.items())
     overall: dict[str, dict[float, int]] = {}
     for (name, queue), values in window.distributions.items():

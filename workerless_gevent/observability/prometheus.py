@@ -31,6 +31,7 @@ COUNTER_HELP = {
     "DeleteFailed": "Deletes given up after retries; SQS delivers those messages again.",
     "VisibilityFailed": "Visibility changes (heartbeats, retries, releases) given up after retries.",
     "NotSnsEnvelope": "Bodies of an sns = \"unwrap\" queue that were not SNS envelopes, delivered as they were.",
+    "BacklogFailed": "GetQueueAttributes calls for the Backlog gauge that failed (the gauge is left out meanwhile).",
     "InternalErrors": "Unexpected errors that a supervised loop survived (logged with a traceback).",
 }
 QUEUE_GAUGES = (
@@ -63,6 +64,7 @@ class RegistryCollector:
         yield from self.histograms(queues)
         yield from queue_gauges(status)
         yield from target_gauges(status)
+        yield from signal_gauges(self.registry.read_gauges())
         for name in OVERALL_COUNTERS:
             overall = CounterMetricFamily(f"workerless_{snake_case(name)}", COUNTER_HELP.get(name, name))
             overall.add_metric([], self.registry.totals[(name, OVERALL)])
@@ -130,6 +132,21 @@ def target_gauges(status: dict[str, Any]) -> Iterator[Metric]:
         in_flight.add_metric([target["name"]], float(target["in_flight"]))
     yield limit
     yield in_flight
+
+
+def signal_gauges(gauges: dict[tuple[str, str], float]) -> Iterator[Metric]:
+    """The scaling signals: Utilization of this instance, Backlog of each queue (only once read from SQS)."""
+    utilization = GaugeMetricFamily("workerless_utilization",
+                                    "Busy delivery slots / concurrency, averaged over the metrics interval (0-1).")
+    if ("Utilization", OVERALL) in gauges:
+        utilization.add_metric([], gauges[("Utilization", OVERALL)])
+    yield utilization
+    backlog = GaugeMetricFamily("workerless_backlog", "Messages in the queue, visible plus in flight, at the last "
+                                "GetQueueAttributes (one per queue per metrics interval).", labels=["queue"])
+    for (name, queue), value in gauges.items():
+        if name == "Backlog":
+            backlog.add_metric([queue], value)
+    yield backlog
 
 
 def build_exposition(registry: Registry, snapshot: Snapshot) -> Callable[[], bytes]:

@@ -1,0 +1,72 @@
+"""The IAM policy's pieces: ARNs from queue URLs and function names, partitions, and S3 for large payloads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from workerless_gevent.config.model import Config, HttpTargetConfig, LambdaTargetConfig, QueueConfig
+from workerless_gevent.iam import build_policy, function_arn, policy_notes, queue_arn
+
+
+@pytest.mark.parametrize(("name", "url", "expected"), [
+    ("jobs", None, "arn:aws:sqs:us-east-1:*:jobs"),
+    ("jobs", "https://sqs.eu-west-1.amazonaws.com/111122223333/jobs", "arn:aws:sqs:eu-west-1:111122223333:jobs"),
+    ("jobs", "https://eu-west-2.queue.amazonaws.com/111122223333/jobs", "arn:aws:sqs:eu-west-2:111122223333:jobs"),
+    ("jobs", "https://sqs.cn-north-1.amazonaws.com.cn/111122223333/jobs", "arn:aws-cn:sqs:cn-north-1:111122223333:jobs"),
+    ("jobs", "http://localhost:4566/000000000000/jobs", "arn:aws:sqs:us-east-1:000000000000:jobs"),
+    ("jobs", "http://localhost:4566/queue/jobs", "arn:aws:sqs:us-east-1:*:jobs"),
+])
+def test_queue_arns(name: str, url: str | None, expected: str) -> None:
+    assert queue_arn(name, url, "us-east-1", "*") == expected
+
+
+@pytest.mark.parametrize(("function", "qualifier", "expected"), [
+    ("fn", None, "arn:aws:lambda:us-east-1:*:function:fn"),
+    ("fn", "live", "arn:aws:lambda:us-east-1:*:function:fn:live"),
+    ("fn:7", None, "arn:aws:lambda:us-east-1:*:function:fn:7"),
+    ("111122223333:function:fn", None, "arn:aws:lambda:us-east-1:111122223333:function:fn"),
+    ("arn:aws:lambda:eu-west-1:111122223333:function:fn", None, "arn:aws:lambda:eu-west-1:111122223333:function:fn"),
+    ("arn:aws:lambda:eu-west-1:111122223333:function:fn:prod", "live",
+     "arn:aws:lambda:eu-west-1:111122223333:function:fn:live"),
+])
+def test_function_arns_are_qualified_when_a_version_or_alias_is_named(
+    function: str, qualifier: str | None, expected: str,
+) -> None:
+    target = LambdaTargetConfig(name="t", function=function, qualifier=qualifier)
+    assert function_arn(target, "us-east-1", "*") == expected
+
+
+def test_gov_cloud_partition() -> None:
+    config = Config(source="t", queues=(QueueConfig(name="jobs"),),
+                    targets={"default": HttpTargetConfig(name="default", url="http://127.0.0.1/")})
+    policy = build_policy(config, "us-gov-west-1", "111122223333")
+    assert policy["Statement"][0]["Resource"] == ["arn:aws-us-gov:sqs:us-gov-west-1:111122223333:jobs"]
+    assert policy_notes(policy) == []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueWithPayloads(QueueConfig):
+    """Stands in for the `large_payloads` / `delete_payloads` keys until the configuration has them."""
+    large_payloads: bool = False
+    delete_payloads: bool = False
+
+
+@pytest.mark.parametrize(("queues", "actions"), [
+    ((QueueWithPayloads(name="a"),), None),
+    ((QueueWithPayloads(name="a", large_payloads=True),), ["s3:GetObject"]),
+    ((QueueWithPayloads(name="a", large_payloads=True, delete_payloads=True), QueueWithPayloads(name="b")),
+     ["s3:GetObject", "s3:DeleteObject"]),
+])
+def test_s3_only_with_large_payloads_and_delete_only_when_asked(
+    queues: tuple[QueueConfig, ...], actions: list[str] | None,
+) -> None:
+    config = Config(source="t", queues=queues, targets={"default": HttpTargetConfig(name="default", url="http://h/")})
+    policy = build_policy(config, "us-east-1", "111122223333")
+    s3 = [item for item in policy["Statement"] if item["Sid"] == "ReadLargePayloads"]
+    if actions is None:
+        assert s3 == []
+        return
+    assert s3 == [{"Sid": "ReadLargePayloads", "Effect": "Allow", "Action": actions, "Resource": ["arn:aws:s3:::*/*"]}]
+    assert any("payload bucket" in note for note in policy_notes(policy))
