@@ -124,12 +124,12 @@ def build_policy(config: Config, region: str, account: str = ANY_ACCOUNT,
 
 def payload_statements(config: Config, partition: str) -> list[dict[str, Any]]:
     """S3 for large payloads (the extended-client pointer names its bucket per message, so any bucket:
-    narrow it to yours). Read with getattr: `large_payloads` and `delete_payloads` are newer keys."""
-    large = [queue for queue in config.queues if getattr(queue, "large_payloads", False)]
+    narrow it to yours)."""
+    large = [queue for queue in config.queues if queue.large_payloads]
     if not large:
         return []
     actions = ["s3:GetObject"]
-    if any(getattr(queue, "delete_payloads", False) for queue in large):
+    if any(queue.delete_payloads for queue in large):
         actions.append("s3:DeleteObject")
     return [statement("ReadLargePayloads", actions, [f"arn:{partition}:s3:::*/*"])]
 

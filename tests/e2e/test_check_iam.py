@@ -28,6 +28,8 @@ dead_letter_queue = "{dead_letters}"
 [[queues]]
 name = "{third}"
 target = "ledger"
+large_payloads = true
+delete_payloads = true
 
 [targets.default]
 type = "http"
@@ -82,6 +84,8 @@ def expected_policy(region: str, account: str, second: str, third: str, dead_let
         {"Sid": "InvokeFunctions", "Effect": "Allow", "Action": ["lambda:InvokeFunction"],
          "Resource": [f"arn:aws:lambda:{region}:{account}:function:billing-fn:live",
                       "arn:aws:lambda:eu-west-1:444455556666:function:ledger"]},
+        {"Sid": "ReadLargePayloads", "Effect": "Allow", "Action": ["s3:GetObject", "s3:DeleteObject"],
+         "Resource": ["arn:aws:s3:::*/*"]},
         {"Sid": "PutMetrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": ["*"],
          "Condition": {"StringEquals": {"cloudwatch:namespace": "Workerless-orders"}}},
     ]}
@@ -98,7 +102,9 @@ def test_the_policy_of_a_configuration_with_every_feature(aws_env: dict[str, str
     assert done.stderr.splitlines() == [
         f"region: eu-west-1 (from [aws] region in {config})",
         "note: the account is not in the configuration: ARNs use * for it; run check --iam --online "
-        "(one STS and the SQS calls of check --online) or replace * with your account id"]
+        "(one STS and the SQS calls of check --online) or replace * with your account id",
+        "note: large payloads: each message names its S3 bucket, so the policy allows any; "
+        "replace arn:...:s3:::*/* with your payload bucket(s)"]
 
 
 def test_online_the_account_and_queue_arns_come_from_aws(
@@ -117,7 +123,9 @@ def test_online_the_account_and_queue_arns_come_from_aws(
     expected["Statement"][1]["Resource"] = [first_dlq.arn, dead_letters.arn]
     assert json.loads(done.stdout) == expected
     assert first.arn.startswith("arn:aws:sqs:us-east-1:123456789012:")
-    assert not any(line.startswith("note:") for line in done.stderr.splitlines()), done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note:")]
+    assert notes == ["note: large payloads: each message names its S3 bucket, so the policy allows any; "
+                     "replace arn:...:s3:::*/* with your payload bucket(s)"], done.stderr  # the account is known
 
 
 def test_an_online_check_of_a_missing_queue_exits_1(aws_env: dict[str, str], tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import pytest
 
@@ -46,17 +45,10 @@ def test_gov_cloud_partition() -> None:
     assert policy_notes(policy) == []
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueueWithPayloads(QueueConfig):
-    """Stands in for the `large_payloads` / `delete_payloads` keys until the configuration has them."""
-    large_payloads: bool = False
-    delete_payloads: bool = False
-
-
 @pytest.mark.parametrize(("queues", "actions"), [
-    ((QueueWithPayloads(name="a"),), None),
-    ((QueueWithPayloads(name="a", large_payloads=True),), ["s3:GetObject"]),
-    ((QueueWithPayloads(name="a", large_payloads=True, delete_payloads=True), QueueWithPayloads(name="b")),
+    ((QueueConfig(name="a"),), None),
+    ((QueueConfig(name="a", large_payloads=True),), ["s3:GetObject"]),
+    ((QueueConfig(name="a", large_payloads=True, delete_payloads=True), QueueConfig(name="b")),
      ["s3:GetObject", "s3:DeleteObject"]),
 ])
 def test_s3_only_with_large_payloads_and_delete_only_when_asked(
