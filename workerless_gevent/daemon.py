@@ -204,14 +204,20 @@ class Daemon:
         for warning in dead_letter_warnings(config, self.parts.queues):
             logger.warning("%s", warning)
         for target in config.targets.values():
-            if isinstance(target, HttpTargetConfig) and not target.signing_secret and not is_loopback(target.url):
-                logger.warning("target=%s posts to %s, which is not on loopback, without signing: "
-                               "set signing_secret_env so the app can verify deliveries", target.name, target.url)
+            if isinstance(target, HttpTargetConfig) and not is_loopback(target.url) and not is_authenticated(target):
+                logger.warning("target=%s posts to %s, which is not on loopback, without signing or an Authorization "
+                               "header: set signing_secret_env (or headers) so the app can verify deliveries",
+                               target.name, target.url)
 
     def log_stop(self, seconds: float) -> None:
         total = self.registry.total
         logger.info("workerless stopped: delivered=%d failed=%d received=%d seconds=%.1f",
                     total("Succeeded"), total("Failed"), total("Received"), seconds)
+
+
+def is_authenticated(target: HttpTargetConfig) -> bool:
+    """The app can tell our POSTs from others: they are signed, or carry an Authorization header."""
+    return bool(target.signing_secret) or any(name.lower() == "authorization" for name in target.headers)
 
 
 def is_loopback(url: str) -> bool:

@@ -90,3 +90,20 @@ def test_check_shows_header_names_only_and_a_missing_variable_is_exit_2(
     assert missing.output().strip().splitlines() == [
         f"{config}: targets.default.headers.Authorization: uses ${{APP_TOKEN}}, which is not set or empty in the "
         "environment"]
+
+
+@pytest.mark.parametrize("headers", ["", 'headers = { Authorization = "Bearer ${APP_TOKEN}" }\n'])
+def test_an_app_off_loopback_gets_a_start_warning_unless_deliveries_carry_an_authorization(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], make_queue: Callable[..., Queue], tmp_path: Path,
+    headers: str,
+) -> None:
+    queue = make_queue()  # empty: nothing is delivered to the address below, which nothing answers
+    path = build_config_file(tmp_path, queues=[{"name": queue.name}],
+                             targets={"default": {"type": "http", "url": "https://10.255.255.1:8443/jobs"}})
+    path.write_text(path.read_text().replace('url = "https', f'{headers}url = "https'))
+    proc = daemon(["-c", str(path)], env={**aws_env, "APP_TOKEN": TOKEN})
+    proc.wait_for_output("workerless started", timeout=30)
+    assert proc.stop(timeout=20) == 0
+    warned = "which is not on loopback, without signing or an Authorization header" in proc.output()
+    assert warned is (not headers)
+    assert TOKEN not in proc.output()

@@ -9,6 +9,9 @@ size during iteration" (checked by experiment: 8 threads receiving 1,500 message
 were handed 2 duplicates). Real SQS does neither on this scale, and the tests count duplicates,
 so every SQS backend call runs under one lock here. A long poll waits outside the lock and tries
 again, as moto's own loop does, so other calls go on meanwhile.
+
+Its request recorder (which the tests read Lambda invocations from) writes an entry and then its
+newline in two writes: two concurrent requests could share a line. Recording takes a lock too.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from moto.moto_api._internal.recorder.models import Recorder
 from moto.server import main
 from moto.sqs.models import SQSBackend
 
@@ -57,6 +61,16 @@ for name, member in list(vars(SQSBackend).items()):
     if callable(member) and not name.startswith("_") and name != "receive_message":
         setattr(SQSBackend, name, guarded(member))
 SQSBackend.receive_message = guarded_receive(SQSBackend.receive_message)  # type: ignore[method-assign]
+RECORDING = threading.Lock()
+_record_request = Recorder._record_request
+
+
+def record_request_alone(self: Recorder, *args: Any, **kwargs: Any) -> None:
+    with RECORDING:
+        _record_request(self, *args, **kwargs)
+
+
+Recorder._record_request = record_request_alone  # type: ignore[method-assign]
 
 if __name__ == "__main__":
     main()
