@@ -138,8 +138,8 @@ class Engine:
 
     def add_gate(self, target: TargetConfig) -> None:
         if isinstance(target, HttpTargetConfig) and target.ready_path:
-            self.gates[target.name] = Gate(AppReadiness(target, on_ready=lambda: self.poller.wake.set()),
-                                           gevent.event.Event())
+            readiness = AppReadiness(target, on_ready=lambda: self.poller.wake.set(), ca_bundle=self.config.aws.ca_bundle)
+            self.gates[target.name] = Gate(readiness, gevent.event.Event())
 
     def start_gates(self) -> None:
         for name, gate in self.gates.items():

@@ -38,7 +38,7 @@ def unwrap_sns(message: Message) -> Message | None:
         return None
     try:
         envelope = json.loads(message.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # a deeply nested body is no envelope either
         return None
     if not (isinstance(envelope, dict) and envelope.get("Type") == "Notification"
             and isinstance(envelope.get("Message"), str) and isinstance(envelope.get("TopicArn"), str)):
@@ -75,7 +75,7 @@ def payload_pointer(message: Message) -> PayloadPointer | None:
         return None
     try:
         parsed = json.loads(message.body)
-    except ValueError:
+    except (ValueError, RecursionError):
         parsed = None
     if isinstance(parsed, list) and len(parsed) == 2 and parsed[0] in POINTER_CLASSES and isinstance(parsed[1], dict):
         bucket, key = parsed[1].get("s3BucketName"), parsed[1].get("s3Key")

@@ -86,7 +86,7 @@ def record_view(pattern: Pattern, message: Message) -> dict[str, Any]:
     if isinstance(pattern.get("body"), dict):
         try:
             body = json.loads(message.body)
-        except ValueError:
+        except (ValueError, RecursionError):
             body = MISSING  # a body that is not JSON matches no pattern on its fields, as in Lambda
     view["body"] = body
     view["messageAttributes"] = {name: {"stringValue": value.get("StringValue"), "dataType": value.get("DataType")}

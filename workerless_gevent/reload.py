@@ -69,6 +69,10 @@ def prepare(engine: Engine, config: Config, changes: Changes) -> Successors:
         if target.timeout > longest:
             raise StartupError(f"targets.{name}.timeout: {target.timeout}s is above the {longest}s the Lambda client "
                                f"was built for at start; a restart applies it")
+    for queue_config in config.queues:
+        if queue_config.large_payloads and engine.clients.s3 is None:
+            raise StartupError(f"queue {queue_config.name}: large_payloads needs a restart (the daemon started "
+                               f"without an S3 client)")
     parts, clients = engine.parts, engine.clients
     queues = dict.fromkeys(changes.removed_queues, None)
     dead_letter_queues = {}

@@ -178,3 +178,21 @@ def test_a_removed_queue_is_no_longer_received_from_and_the_order_follows_the_fi
                                   WaitTimeSeconds=1)["Messages"]
     assert left["Body"] == "after" and left["Attributes"]["ApproximateReceiveCount"] == "1"  # nobody took it before
     assert "reload applied: removed=" in proc.output() and "queue order changed" in proc.output()
+
+
+def test_turning_on_large_payloads_needs_a_restart_and_the_running_configuration_stays(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    queue = make_queue()
+    config = write(tmp_path, http_app, [queue])
+    proc = daemon(["-c", str(config)], env=aws_env)
+    proc.wait_for_output("workerless started", timeout=30)
+    config.write_text(config.read_text().replace(f'name = "{queue.name}"', f'name = "{queue.name}"\nlarge_payloads = true'))
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload refused", timeout=10)
+    (line,) = [line for line in proc.output().splitlines() if "reload refused" in line]
+    assert line.endswith(f"queue {queue.name}: large_payloads needs a restart (the daemon started without an S3 client)")
+    sqs.send_message(QueueUrl=queue.url, MessageBody="still working")
+    assert http_app.wait_for_requests(1, timeout=20)[0].body == b"still working"
+    assert proc.stop(timeout=20) == 0

@@ -14,6 +14,7 @@ from tests.support import Queue, count_messages, count_visible, drain_bodies, wa
 from workerless_gevent.delivery.outcomes import Settler
 from workerless_gevent.filtering import parse_filters
 from workerless_gevent.delivery.leases import Leases
+from workerless_gevent.delivery.poller import QueueState, Work
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
 from workerless_gevent.delivery.queue import SqsQueue
@@ -241,3 +242,36 @@ def test_a_dead_letter_copy_that_fails_keeps_the_message_for_its_retry_delay(
     wait_until(lambda: queue.pending_count() == 0, 10, message="visibility change not sent")
     assert count_messages(sqs, queue.url) == 1 and count_visible(sqs, queue.url) == 0  # kept, hidden for 300 s
     assert registry.total("DeadLettered", queue.name) == 0 and registry.total("Failed", queue.name) == 1
+
+
+def test_the_poller_hears_of_a_work_s_end_once_even_when_a_bug_abandons_it_after_settling(
+    sqs: Any, sqs_queue: Callable[..., SqsQueue], registry: Registry
+) -> None:
+    queue = sqs_queue()
+    finished: list[tuple[int, bool]] = []
+    leases = Leases({queue.name: queue})
+    settler = Settler({queue.name: queue}, {}, registry, leases,
+                      finish=lambda work, groups, overloaded: finished.append((len(work.messages), overloaded)) or [])
+    sqs.send_message(QueueUrl=queue.url, MessageBody="x")
+    messages = settler.admit(queue, receive_exactly(queue, 1))
+    work = Work(QueueState(queue, 1, lambda: 0.0), messages)
+    settler.settle(work, [Outcome.overloaded("HTTP 429", "busy")], "default")
+    settler.abandon(work)  # as after an error past the settling
+    assert finished == [(1, True)]
+    settler.settle(Work(QueueState(queue, 1, lambda: 0.0), []), [Outcome.success()], "default")  # a bad count
+    assert finished == [(1, True), (0, False)]
+
+
+def test_a_target_that_gives_too_few_outcomes_fails_every_message_instead_of_forgetting_one(
+    sqs: Any, sqs_queue: Callable[..., SqsQueue], registry: Registry
+) -> None:
+    queue = sqs_queue(visibility_timeout=300, error_visibility_timeout=300)
+    handler, leases = wire(registry, queue)
+    for body in ("a", "b"):
+        sqs.send_message(QueueUrl=queue.url, MessageBody=body)
+    messages = handler.admit(queue, receive_exactly(queue, 2))
+    handler.settle(Work(QueueState(queue, 2, lambda: 0.0), messages), [Outcome.success()], "default")
+    wait_until(lambda: queue.pending_count() == 0, 10, message="visibility changes not sent")
+    assert leases.in_flight() == 0 and all(message.settled for message in messages)
+    assert count_messages(sqs, queue.url) == 2  # both kept for a retry, neither deleted on one answer
+    assert registry.total("Failed", queue.name) == 2

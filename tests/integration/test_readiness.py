@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
+from pathlib import Path
 
 import gevent
 import gevent.event
 import pytest
 
 from tests.support import HttpApp, wait_until
+from tests.support.tls import self_signed_certificate
 from workerless_gevent.config.model import HttpTargetConfig
 from workerless_gevent.targets.readiness import CHECK_SECONDS, WARN_EVERY_SECONDS, AppReadiness
 
@@ -85,3 +88,24 @@ def test_the_loop_checks_every_second_until_stopped(http_app: HttpApp) -> None:
     assert loop.dead and loop.successful()
     intervals = [later.arrived - earlier.arrived for earlier, later in zip(http_app.requests, http_app.requests[1:])]
     assert all(interval >= CHECK_SECONDS * 0.9 for interval in intervals)
+
+
+def test_an_https_app_is_checked_over_verified_tls_with_the_target_headers(tmp_path: Path) -> None:
+    cert, key = self_signed_certificate(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    app = HttpApp(ssl_context=context)
+    app.start()
+    try:
+        config = HttpTargetConfig(name="app", url=f"{app.url}/work", ready_path="/health",
+                                  headers={"Authorization": "Bearer t0k"})
+        assert config.url.startswith("https://")
+        gate = AppReadiness(config, on_ready=lambda: None, ca_bundle=str(cert))
+        assert gate.url == app.url + "/health"
+        assert gate.check() == ""
+        (request,) = app.requests
+        assert (request.path, request.headers["authorization"]) == ("/health", "Bearer t0k")
+        untrusting = AppReadiness(config, on_ready=lambda: None, ca_bundle=None)  # the system store lacks our CA
+        assert "CERTIFICATE_VERIFY_FAILED" in untrusting.check()
+    finally:
+        app.stop()

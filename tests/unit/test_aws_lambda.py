@@ -279,3 +279,13 @@ def test_other_invoke_errors_are_failures() -> None:
     outcome = target.judge_error(client_error("ResourceNotFoundException"))
     assert outcome == Outcome.failure("ResourceNotFoundException", "ResourceNotFoundException: slow down")
     assert target.pause.remaining_seconds() <= 0
+
+
+def test_the_lease_of_a_batch_covers_every_invoke_it_may_need() -> None:
+    target = LambdaTarget(LambdaTargetConfig(name="billing", function="fn", timeout=60, batch_size=100,
+                                             max_batching_window=1), None, random.Random(1))
+    small = [make_message(message_id=str(i), body="x") for i in range(100)]
+    assert target.deadline_seconds(small) == target.hard_deadline_seconds == 70
+    big = [make_message(message_id=str(i), body="é" * 500_000) for i in range(20)]
+    # 20 MB of UTF-8: at least 4 invokes of 6 MB, up to twice that when halving splits unevenly
+    assert target.deadline_seconds(big) >= 4 * target.hard_deadline_seconds

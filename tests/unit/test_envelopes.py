@@ -127,3 +127,10 @@ def test_message_bytes_counts_body_and_attributes_as_sqs_does() -> None:
     attributes = {"n\u00e9": {"DataType": "String", "StringValue": "\u2713"}, "b": {"DataType": "Binary",
                                                                                     "BinaryValue": b"123"}}
     assert message_bytes("\u00e9t\u00e9", attributes) == 5 + (3 + 6 + 3) + (1 + 6 + 3)
+
+
+def test_a_body_nested_past_the_parser_s_depth_is_neither_an_envelope_nor_a_pointer() -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError, not ValueError
+    assert unwrap_sns(make_message(body="{" + '"a":' * 100_000 + "1" + "}" * 100_000)) is None
+    with pytest.raises(InvalidPointer):
+        payload_pointer(make_message(body=deep, message_attributes={"ExtendedPayloadSize": string_attribute("9")}))

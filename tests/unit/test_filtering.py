@@ -78,3 +78,9 @@ def test_a_filter_that_does_not_parse_says_why(text: str, problem: str) -> None:
     with pytest.raises(FilterError) as caught:
         parse_filters([text])
     assert str(caught.value) == problem
+
+
+def test_a_body_nested_past_the_parser_s_depth_matches_no_body_pattern() -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError, not ValueError
+    assert matches({"body": {"kind": ["order"]}}, deep) is False
+    assert matches({"body": {"kind": [{"exists": False}]}}, deep) is False

@@ -94,19 +94,32 @@ class Settler:
         """A delivery ended: each message's outcome becomes its SQS action; then the work's FIFO groups are
         freed, and the messages buffered behind a failed one in its group are released."""
         queue = work.state.queue
+        if len(outcomes) != len(work.messages):  # a bug in a target: no message may be left without an action
+            logger.error("queue=%s target=%s gave %d outcomes for %d messages; failing them all", queue.name, target,
+                         len(outcomes), len(work.messages), extra=fields(queue=queue.name, target=target))
+            outcomes = [Outcome.failure("InternalError", f"{len(outcomes)} outcomes for {len(work.messages)} messages")
+                        ] * len(work.messages)
         failed_groups = set()
         for message, outcome in zip(work.messages, outcomes):
             self.settle_message(queue, message, outcome, target)
             if not outcome.is_success and message.group_id is not None:
                 failed_groups.add(message.group_id)
         overloaded = any(outcome.result is Result.OVERLOADED for outcome in outcomes)
-        self.release(self.finish(work, failed_groups, overloaded))
+        self.release(self.finish_once(work, failed_groups, overloaded))
 
     def abandon(self, work: Work) -> None:
         """After a bug mid-delivery, or a delivery still running at the end of the grace period: what was
         not settled is visible again at once; its FIFO groups are freed with the rest of them released."""
         groups = {message.group_id for message in work.messages if message.group_id is not None}
-        self.release([message for message in work.messages if not message.settled] + self.finish(work, groups, False))
+        self.release([message for message in work.messages if not message.settled] + self.finish_once(work, groups, False))
+
+    def finish_once(self, work: Work, failed_groups: set[str], overloaded: bool) -> list[Message]:
+        """The poller hears of a work's end once, whether it was settled, abandoned, or both (a bug after
+        settling): twice would free a FIFO group another work now holds, and a place under a cap."""
+        if work.is_finished:
+            return []
+        work.is_finished = True
+        return self.finish(work, failed_groups, overloaded)
 
     def settle_message(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> None:
         """The SQS action for one outcome (`settle` calls it for each message of a delivery): `decide`

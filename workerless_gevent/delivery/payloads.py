@@ -69,6 +69,10 @@ class Prepared:
     items: list[Message | Outcome]
     pointers: list[PayloadPointer | None] = field(default_factory=list)  # with delete_payloads, per message
 
+    def messages(self) -> list[Message]:
+        """What the target gets."""
+        return [item for item in self.items if isinstance(item, Message)]
+
     def deliver(self, target: Target, queue: QueueInfo) -> list[Outcome]:
         """The target's outcomes for the messages it got, the preparation's for the others, in order."""
         ready = [item for item in self.items if isinstance(item, Message)]

@@ -62,7 +62,7 @@ class QueueState:
     flow: TargetFlow | None = None  # the target's in-flight limit and rate, shared by its queues
     window_seconds: float = 0.0  # a Lambda batching window: how long to wait to fill take_size
     in_flight: int = 0  # deliveries from this queue now
-    last_receive_empty: bool = False
+    last_empty_at: float = -math.inf  # time.monotonic() of its latest receive that came back empty
 
     def wait_seconds(self) -> float:
         """0 when a delivery from this queue may start now; infinity while capped (a finish wakes)."""
@@ -105,11 +105,12 @@ class QueueRow:
     paused_seconds: float  # until its target accepts work again
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class Work:
     state: QueueState
     messages: list[Message]
     started_at: float = 0.0  # by the target flow's clock
+    is_finished: bool = False  # the poller was told it ended (once: it frees groups and places under caps)
 
 
 class Poller:
@@ -149,9 +150,9 @@ class Poller:
                     continue
                 room = state.room(free_slots)
                 window_left = state.window_left_seconds()
-                if window_left > 0:
-                    waits[index] = window_left  # lower queues may use the slot while the batch fills
-                    self.receiver.fill(state, state.take_size)
+                if window_left > 0:  # lower queues may use the slot while the batch fills
+                    retry = self.receiver.fill(state, state.take_size)
+                    waits[index] = min(window_left, retry) if retry > 0 else window_left
                     continue
                 work = self._take(state)
                 if work is not None:

@@ -38,6 +38,7 @@ AHEAD_PER_SLOT = 8  # the most deliveries per slot that receives ahead count on 
 # of failing, then every REPEAT_WARNING_SECONDS: never silent, never a flood.
 WARN_AFTER_SECONDS = (60.0, 300.0)
 REPEAT_WARNING_SECONDS = 900.0
+FILL_RETRY_SECONDS = 0.5  # while a batching window fills: the pause after an empty receive
 SMOOTHING = 0.1  # weight of the newest sample in the moving averages of receive time and delivery pace
 
 Admit = Callable[[SqsQueue, list[Message]], list[Message]]
@@ -95,15 +96,21 @@ class Receiver:
             self._start_receive(state)
             coming += self.batch_size
 
-    def fill(self, state: QueueState, wanted_messages: int) -> None:
-        """While a batching window is open: receive until the batch could be full, but not again after a
-        receive came back empty (the queue has nothing more; the window then just runs out)."""
-        if not state.is_ready or state.watcher is not None or state.last_receive_empty:
-            return
+    def fill(self, state: QueueState, wanted_messages: int) -> float:
+        """While a batching window is open: receive until the batch could be full. After a receive came
+        back empty, wait FILL_RETRY_SECONDS before the next (SQS answers a short receive empty now and then
+        even with a backlog); after a failed one, stop (the watcher's back-off takes over at the window's
+        end). Returns how long until it may try again, 0 when receives are on their way or not needed."""
+        if not state.is_ready or state.watcher is not None or state.short_failures:
+            return 0.0
+        retry = state.last_empty_at + FILL_RETRY_SECONDS - time.monotonic()
+        if retry > 0 and not state.receiving:
+            return retry
         coming = len(state.buffer) + state.receiving * self.batch_size
         while coming < wanted_messages and state.receiving < state.receive_width:
             self._start_receive(state)
             coming += self.batch_size
+        return 0.0
 
     def _start_receive(self, state: QueueState) -> None:
         state.receiving += 1
@@ -158,7 +165,8 @@ class Receiver:
 
     def _receive(self, state: QueueState, wait_seconds: int) -> list[Message]:
         messages = state.queue.receive(self.batch_size, wait_seconds)
-        state.last_receive_empty = not messages
+        if not messages:
+            state.last_empty_at = time.monotonic()
         admitted = self.admit(state.queue, messages)
         state.buffer.extend(admitted)
         return messages

@@ -19,7 +19,7 @@ from ..metrics import OVERALL, Registry
 from ..supervision import log_greenlet_failure
 from ..targets import Outcome, QueueInfo, Target
 from .outcomes import Settler
-from .payloads import Preparer
+from .payloads import Prepared, Preparer
 from .poller import Poller, Work
 from .utilization import Utilization
 
@@ -130,11 +130,13 @@ class Slots:
     def deliver(self, work: Work) -> None:
         queue = work.state.queue
         target = self.targets[queue.config.target]
-        # SNS envelopes unwrapped, S3 payloads fetched: under the receive's lease, before the target's deadline
-        prepared = self.preparer.prepare(queue.config, work.messages)
-        self.settler.start(work, target.hard_deadline_seconds + 5)
+        prepared: Prepared | None = None
         started = time.monotonic()
         try:
+            # SNS envelopes unwrapped, S3 payloads fetched: under the receive's lease, before the target's deadline
+            prepared = self.preparer.prepare(queue.config, work.messages)
+            self.settler.start(work, target.deadline_seconds(prepared.messages()) + 5)
+            started = time.monotonic()
             outcomes = prepared.deliver(target, self.queue_infos[queue.name])
         except Exception as error:  # a bug in a target must neither kill the daemon nor lose the messages
             logger.error("queue=%s target=%s delivery raised", queue.name, target.name, exc_info=True,
@@ -142,8 +144,14 @@ class Slots:
             outcomes = [Outcome.failure("InternalError", repr(error))] * len(work.messages)
         elapsed_ms = (time.monotonic() - started) * 1000
         self.settler.settle(work, outcomes, target.name)
-        self.preparer.finish(queue.config, prepared, outcomes)
-        self.in_flight.discard(work)
-        self.utilization.set_busy(len(self.in_flight))
-        for _ in work.messages:
-            self.registry.observe(queue.name, "DeliveryTime", elapsed_ms)
+        try:  # the work is settled: what follows can fail, but never abandon it
+            if prepared is not None:
+                self.preparer.finish(queue.config, prepared, outcomes)
+            for _ in work.messages:
+                self.registry.observe(queue.name, "DeliveryTime", elapsed_ms)
+        except Exception:
+            self.registry.count(OVERALL, "InternalErrors")
+            logger.error("queue=%s after settling a delivery", queue.name, exc_info=True, extra=fields(queue=queue.name))
+        finally:
+            self.in_flight.discard(work)
+            self.utilization.set_busy(len(self.in_flight))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import gevent.event
@@ -27,10 +27,25 @@ def watch_backlog(config: Config, sqs: Any, queues: Mapping[str, SqsQueue], regi
     status server's /metrics): otherwise an idle daemon makes no request beyond its long polls."""
     if not (config.name or config.status_listen):
         return None
-    watch = BacklogWatch(sqs, {name: queue.url for name, queue in queues.items()}, config.metrics_interval,
-                         registry, rng)
+    watch = BacklogWatch(sqs, QueueUrls(queues), config.metrics_interval, registry, rng)
     registry.track_gauge("Backlog", lambda: dict(watch.values))
     return watch
+
+
+class QueueUrls(Mapping[str, str]):
+    """The URLs of the queues now running, read at each refresh: a reload adds and removes queues."""
+
+    def __init__(self, queues: Mapping[str, SqsQueue]) -> None:
+        self.queues = queues
+
+    def __getitem__(self, name: str) -> str:
+        return self.queues[name].url
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self.queues))
+
+    def __len__(self) -> int:
+        return len(self.queues)
 
 
 class BacklogWatch:
@@ -39,7 +54,7 @@ class BacklogWatch:
     def __init__(self, sqs: Any, queue_urls: Mapping[str, str], interval_seconds: float, registry: Registry,
                  rng: random.Random) -> None:
         self.sqs = sqs  # an wire.sqs.SqsWire or a boto3 SQS client: both take get_queue_attributes
-        self.queue_urls = dict(queue_urls)
+        self.queue_urls = queue_urls  # read at each refresh
         self.interval_seconds = interval_seconds
         self.registry = registry
         self.rng = rng
@@ -54,7 +69,9 @@ class BacklogWatch:
                 return
 
     def refresh(self) -> None:
-        for name, url in self.queue_urls.items():
+        for gone in [name for name in self.values if name not in self.queue_urls]:
+            del self.values[gone]
+        for name, url in list(self.queue_urls.items()):
             value = self.read(name, url)
             if value is None:
                 self.values.pop(name, None)

@@ -64,6 +64,10 @@ class Target(Protocol):
         """One outcome per message, in order; never raises for a failing target."""
         ...
 
+    def deadline_seconds(self, messages: list[Message]) -> float:
+        """How long delivering these may take at most: their leases last that long."""
+        ...
+
 
 class Pause:
     """Backpressure: a target that said 'not now' gets no deliveries until the time passes."""

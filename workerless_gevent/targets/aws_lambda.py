@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import random
 from typing import Any
 
@@ -20,6 +21,7 @@ logger = logging.getLogger(__name__)
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024 - 1024  # Lambda's synchronous limit, less room for the envelope
 RECORD_ATTRIBUTES = ("ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp",
                      "SequenceNumber", "MessageGroupId", "MessageDeduplicationId", "AWSTraceHeader")
+RECORD_OVERHEAD_BYTES = 2048  # a record's fields besides its body, attributes included, generously
 THROTTLE_CODES = ("TooManyRequestsException", "EC2ThrottledException", "ThrottlingException")
 
 
@@ -40,6 +42,13 @@ class LambdaTarget:
         for chunk in split_by_size(records):
             outcomes.extend(self.invoke(queue, chunk))
         return outcomes
+
+    def deadline_seconds(self, messages: list[Message]) -> float:
+        """One Invoke's timeout per invocation the batch may need: a batch over 6 MB goes in several, one
+        after the other. An estimate on the generous side (halving can make up to twice as many as the
+        size alone); a lease that is too long costs nothing, as it ends when the batch is settled."""
+        size = sum(len(message.body.encode("utf-8")) + RECORD_OVERHEAD_BYTES for message in messages)
+        return self.hard_deadline_seconds * max(1, math.ceil(2 * size / MAX_PAYLOAD_BYTES))
 
     def invoke(self, queue: QueueInfo, records: list[dict[str, Any]]) -> list[Outcome]:
         payload = json.dumps({"Records": records}).encode("utf-8")
@@ -121,15 +130,16 @@ def judge_response(body: bytes, records: list[dict[str, Any]], is_fifo: bool) ->
     if not failures:
         return [SUCCESS] * len(records)
     ids = [record["messageId"] for record in records]
+    positions = {message_id: index for index, message_id in reversed(list(enumerate(ids)))}  # first of each id
     failed = set()
     for item in failures if isinstance(failures, list) else [failures]:
         identifier = item.get("itemIdentifier") if isinstance(item, dict) else None
-        if not isinstance(identifier, str) or identifier not in ids:
+        if not isinstance(identifier, str) or identifier not in positions:
             problem = f"batchItemFailures names an unknown or empty itemIdentifier ({identifier!r})"
             return [Outcome.failure("InvalidResponse", problem)] * len(records)
         failed.add(identifier)
     if is_fifo:  # Lambda's FIFO rule: everything after the first failure fails too, to keep order
-        first = min(ids.index(identifier) for identifier in failed)
+        first = min(positions[identifier] for identifier in failed)
         failed.update(ids[first:])
     reported = Outcome.failure("BatchItemFailure", "the function reported this record as failed")
     return [reported if message_id in failed else SUCCESS for message_id in ids]

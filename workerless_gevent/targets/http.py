@@ -46,6 +46,9 @@ class HttpTarget:
     def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
         return [self.post(queue, message) for message in messages]
 
+    def deadline_seconds(self, messages: list[Message]) -> float:
+        return self.hard_deadline_seconds * len(messages)  # one POST after the other
+
     def post(self, queue: QueueInfo, message: Message) -> Outcome:
         path = message.string_attribute(PATH_ATTRIBUTE) or self.path
         if not path.startswith("/"):

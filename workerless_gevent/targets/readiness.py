@@ -15,7 +15,7 @@ import gevent.event
 from .. import __version__
 from ..config.model import HttpTargetConfig
 from ..logs import fields
-from ..wire.http import Connections, DeadlineExceeded, host_header
+from ..wire.http import Connections, DeadlineExceeded, host_header, tls_context
 
 logger = logging.getLogger(__name__)
 
@@ -29,18 +29,22 @@ class AppReadiness:
     """One target's gate; `remaining_seconds` is read like the target's `Pause`, and `on_ready` wakes the
     slots waiting behind it."""
 
-    def __init__(self, config: HttpTargetConfig, on_ready: Callable[[], None]) -> None:
+    def __init__(self, config: HttpTargetConfig, on_ready: Callable[[], None], ca_bundle: str | None = None) -> None:
+        """The same host, port, scheme, trust and headers (an Authorization, say) as the deliveries."""
         url = urllib.parse.urlsplit(config.url)
         path = urllib.parse.quote(config.ready_path or "/", safe="!$%&'()*+,/:;=?@[]~")
-        host, port = url.hostname or "127.0.0.1", url.port or 80
+        scheme = url.scheme or "http"
+        host, port = url.hostname or "127.0.0.1", url.port or (443 if scheme == "https" else 80)
         self.target = config.name
-        self.url = f"http://{host_header(host, port, 'http')}{path}"
+        self.url = f"{scheme}://{host_header(host, port, scheme)}{path}"
         self.on_ready = on_ready
         self.connections = Connections(host, port, limit=1, connect_timeout=min(TIMEOUT_SECONDS, config.connect_timeout),
                                        read_timeout=TIMEOUT_SECONDS, keep_body=False,
+                                       tls=tls_context(ca_bundle) if scheme == "https" else None,
                                        keepalive_idle=config.keepalive_idle)
-        self.request = (f"GET {path} HTTP/1.1\r\nHost: {host_header(host, port, 'http')}\r\n"
-                        f"User-Agent: aws-sqsd/{__version__} (workerless)\r\n\r\n").encode("latin-1")
+        headers = "".join(f"{name}: {value}\r\n" for name, value in config.headers.items())
+        self.request = (f"GET {path} HTTP/1.1\r\nHost: {host_header(host, port, scheme)}\r\n"
+                        f"User-Agent: aws-sqsd/{__version__} (workerless)\r\n{headers}\r\n").encode("latin-1")
         self.is_ready = False
         self.failures = 0  # failed checks in a row
         self.last_error = ""
