@@ -86,24 +86,31 @@ def test_a_reload_finishes_the_delivery_in_flight_then_serves_the_new_queue_and_
     assert "Traceback" not in proc.output()
 
 
-def test_an_invalid_file_is_one_line_and_the_running_configuration_stays(
-    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
-    make_queue: Callable[..., Queue], tmp_path: Path,
-) -> None:
-    queue = make_queue()
+def check_refused(daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+                  queue: Queue, tmp_path: Path, change: Callable[[str], str], reason: Callable[[Path], str]) -> None:
+    """A reload of the file as `change` edits it is refused with `reason`, and delivering goes on as before."""
     config = write(tmp_path, http_app, [queue])
     proc = daemon(["-c", str(config)], env=aws_env)
     proc.wait_for_output("workerless started", timeout=30)
-    config.write_text(config.read_text().replace("concurrency = 2", "concurrency = 0"))
+    config.write_text(change(config.read_text()))
     proc.send_signal(signal.SIGHUP)
     proc.wait_for_output("reload refused", timeout=10)
     (line,) = [line for line in proc.output().splitlines() if "reload refused" in line]
-    assert line.endswith(f"{config}: concurrency: must be an integer from 1 to 10000 (got 0)")
+    assert line.endswith(reason(config))
     sqs.send_message(QueueUrl=queue.url, MessageBody="still working")
     assert http_app.wait_for_requests(1, timeout=20)[0].body == b"still working"
     assert http_app.requests[0].path == "/v1"
     assert proc.stop(timeout=20) == 0
     assert "Traceback" not in proc.output()
+
+
+def test_an_invalid_file_is_one_line_and_the_running_configuration_stays(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    check_refused(daemon, aws_env, http_app, sqs, make_queue(), tmp_path,
+                  lambda text: text.replace("concurrency = 2", "concurrency = 0"),
+                  lambda config: f"{config}: concurrency: must be an integer from 1 to 10000 (got 0)")
 
 
 def test_two_quick_sighups_apply_the_file_and_keep_delivering(
@@ -185,14 +192,7 @@ def test_turning_on_large_payloads_needs_a_restart_and_the_running_configuration
     make_queue: Callable[..., Queue], tmp_path: Path,
 ) -> None:
     queue = make_queue()
-    config = write(tmp_path, http_app, [queue])
-    proc = daemon(["-c", str(config)], env=aws_env)
-    proc.wait_for_output("workerless started", timeout=30)
-    config.write_text(config.read_text().replace(f'name = "{queue.name}"', f'name = "{queue.name}"\nlarge_payloads = true'))
-    proc.send_signal(signal.SIGHUP)
-    proc.wait_for_output("reload refused", timeout=10)
-    (line,) = [line for line in proc.output().splitlines() if "reload refused" in line]
-    assert line.endswith(f"queue {queue.name}: large_payloads needs a restart (the daemon started without an S3 client)")
-    sqs.send_message(QueueUrl=queue.url, MessageBody="still working")
-    assert http_app.wait_for_requests(1, timeout=20)[0].body == b"still working"
-    assert proc.stop(timeout=20) == 0
+    check_refused(daemon, aws_env, http_app, sqs, queue, tmp_path,
+                  lambda text: text.replace(f'name = "{queue.name}"', f'name = "{queue.name}"\nlarge_payloads = true'),
+                  lambda config: f"queue {queue.name}: large_payloads needs a restart (the daemon started without an "
+                                 "S3 client)")
