@@ -12,6 +12,7 @@ import gevent.event
 from tests.integration.helpers import build_sqs_queue
 from tests.support import CountingProxy, Queue, count_visible, wait_until
 from tests.support.moto import build_client
+from workerless_gevent.delivery.flow import TargetFlow
 from workerless_gevent.delivery.outcomes import Settler
 from workerless_gevent.delivery.leases import Leases
 from workerless_gevent.metrics import Registry
@@ -174,4 +175,31 @@ def test_the_next_receive_starts_before_the_buffer_runs_dry_only_for_slots_that_
         assert rig.poller.wait_for_work(free_slots=1, busy_slots=49) is not None
         assert state.receiving == 0 and len(state.buffer) > 0
     finally:
+        rig.stop()
+
+
+def test_a_rate_limited_queue_is_received_for_at_its_rate_not_for_every_free_slot(
+    counting_proxy: CountingProxy, sqs: Any, make_queue: Callable[..., Queue]
+) -> None:
+    queue = make_queue()
+    for start in range(0, 100, 10):
+        sqs.send_message_batch(QueueUrl=queue.url, Entries=[{"Id": str(i), "MessageBody": str(start + i)}
+                                                             for i in range(10)])
+    rig = Rig(counting_proxy, [queue])
+    (state,) = rig.states
+    state.flow = TargetFlow("app", ceiling=50, rate=4)  # 4 deliveries a second, bursts of 4
+    try:
+        taken = []
+        for _ in range(8):  # two seconds of deliveries at the rate, with 50 slots free
+            work = rig.poller.wait_for_work(free_slots=50)
+            assert work is not None
+            taken.append(work)
+            rig.poller.finish(work, set())
+        wait_until(lambda: state.receiving == 0, 10, message="receives still on their way")
+        held = len(state.buffer) + len(taken)
+        print(f"rate 4/s, 50 free slots: {len(taken)} taken, {len(state.buffer)} buffered")
+        # One receive of 10 at a time covers a rate of 4/s; received for the 50 free slots it would be 50.
+        assert held <= 20, held
+    finally:
+        rig.handler.release([m for work in taken for m in work.messages])
         rig.stop()

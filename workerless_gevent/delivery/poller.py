@@ -75,10 +75,18 @@ class QueueState:
         return seconds
 
     def room(self, free_slots: int) -> int:
-        """How many deliveries from this queue could start now."""
+        """How many deliveries from this queue could start now: within the caps, and the rate's tokens."""
         cap = self.queue.config.max_concurrency
         room = free_slots if cap is None else min(free_slots, cap - self.in_flight)
-        return max(0, room if self.flow is None else min(room, self.flow.room()))
+        if self.flow is not None:
+            room = min(room, self.flow.room())
+            if self.flow.bucket is not None:
+                room = min(room, max(1, int(self.flow.bucket.tokens)))
+        return max(0, room)
+
+    def pace_seconds(self) -> float:
+        """The shortest time between two deliveries its target's rate allows (0 without a rate)."""
+        return 1 / self.flow.bucket.rate if self.flow is not None and self.flow.bucket is not None else 0.0
 
     def window_left_seconds(self) -> float:
         """While a batching window fills a batch: how long it stays open; else 0."""
@@ -156,7 +164,7 @@ class Poller:
                     continue
                 work = self._take(state)
                 if work is not None:
-                    self.receiver.receive_ahead(state, room - 1, busy_slots)
+                    self.receiver.receive_ahead(state, room - 1, busy_slots, state.pace_seconds())
                     return self._start(work)
                 if self.receiver.receive_for(state, room):
                     break  # its messages are on their way: queues after it wait, so priority holds

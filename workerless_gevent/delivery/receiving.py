@@ -81,7 +81,7 @@ class Receiver:
             self._start_receive(state)
         return state.receiving > 0
 
-    def receive_ahead(self, state: QueueState, free_slots: int, busy_slots: int) -> None:
+    def receive_ahead(self, state: QueueState, free_slots: int, busy_slots: int, pace_seconds: float = 0.0) -> None:
         """On a standard queue with a backlog, keep enough receives on their way that the buffer never
         runs dry: messages for the other free slots, and for the deliveries that will end while a receive
         is on its way (Little's law: the recent pace of deliveries times the receive round trip; on a
@@ -89,7 +89,8 @@ class Receiver:
         if not state.is_ready or state.watcher is not None or state.queue.config.is_fifo:
             return
         slots = free_slots + busy_slots
-        soon = min(state.receive_seconds / self.pace(), AHEAD_PER_SLOT * slots)
+        # A rate limit paces the queue's deliveries more slowly than the daemon's pace may say.
+        soon = min(state.receive_seconds / max(self.pace(), pace_seconds), AHEAD_PER_SLOT * slots)
         wanted = (free_slots + soon) * state.take_size
         coming = len(state.buffer) + state.receiving * self.batch_size
         while coming < wanted and state.receiving < state.receive_width:
