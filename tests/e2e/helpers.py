@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import urllib.error
@@ -9,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support import REPO_ROOT, HttpApp, Queue, write_config
+from tests.support import REPO_ROOT, Daemon, HttpApp, MotoServer, Queue, count_messages, wait_until, write_config
 
 
 def workerless_send(args: list[str], env: dict[str, str], cwd: Path,
@@ -71,3 +72,14 @@ def http_get(url: str) -> tuple[int, str, str]:
             return response.status, response.headers["Content-Type"], response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.headers["Content-Type"], error.read().decode()
+
+
+def the_one_lambda_record(proc: Daemon, sqs: Any, queue: Queue, moto_server: MotoServer,
+                          function: str) -> dict[str, Any]:
+    """Once the daemon has deleted the queue's one message and stopped cleanly: the record moto's Lambda got."""
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 60, message="not deleted")
+    assert proc.stop(timeout=30) == 0
+    (invocation,) = moto_server.lambda_invocations(function)
+    (record,) = json.loads(invocation.raw)["Records"]
+    return dict(record)
+

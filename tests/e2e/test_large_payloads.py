@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from tests.e2e.helpers import workerless_send
+from tests.e2e.helpers import the_one_lambda_record, workerless_send
 from tests.support import (
     Daemon,
     HttpApp,
@@ -111,10 +111,7 @@ def test_a_function_gets_the_payload_in_its_record(
     config = build_config_file(tmp_path, queues=[{"name": queue.name, "large_payloads": True}],
                                targets={"default": {"type": "lambda", "function": moto_lambda_function}})
     proc = daemon(["-c", str(config)], env=aws_env)
-    wait_until(lambda: count_messages(sqs, queue.url) == 0, 60, message="not deleted")
-    assert proc.stop(timeout=30) == 0
-    (invocation,) = moto_server.lambda_invocations(moto_lambda_function)
-    (record,) = json.loads(invocation.raw)["Records"]
+    record = the_one_lambda_record(proc, sqs, queue, moto_server, moto_lambda_function)
     assert record["body"] == MIB_BODY
     assert list(record["messageAttributes"]) == ["color"]
 

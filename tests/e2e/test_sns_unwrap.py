@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
+from tests.e2e.helpers import the_one_lambda_record
 from tests.support import Daemon, HttpApp, MotoServer, Queue, build_config_file, count_messages, wait_until
 
 PUBLISHED = '{"order": 42, "note": "h\u00e9llo \u2713 \U0001f680"}\r\n\t "trailing" \\u0041 '
@@ -75,10 +76,7 @@ def test_a_function_gets_the_published_message_and_lambda_style_attributes(
     config = build_config_file(tmp_path, queues=[{"name": queue.name, "sns": "unwrap"}],
                                targets={"default": {"type": "lambda", "function": moto_lambda_function}})
     proc = daemon(["-c", str(config)], env=aws_env)
-    wait_until(lambda: count_messages(sqs, queue.url) == 0, 60, message="not deleted")
-    assert proc.stop(timeout=30) == 0
-    (invocation,) = moto_server.lambda_invocations(moto_lambda_function)
-    (record,) = json.loads(invocation.raw)["Records"]
+    record = the_one_lambda_record(proc, sqs, queue, moto_server, moto_lambda_function)
     assert record["body"] == PUBLISHED
     assert record["messageAttributes"] == {
         "color": {"stringValue": "bl\u00fce", "stringListValues": [], "binaryListValues": [], "dataType": "String"},

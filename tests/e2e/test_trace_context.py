@@ -3,11 +3,10 @@ X-Amzn-Trace-Id and as W3C traceparent; a Lambda record keeps it as Lambda's own
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
-from tests.e2e.helpers import workerless_send
+from tests.e2e.helpers import the_one_lambda_record, workerless_send
 from tests.support import Daemon, HttpApp, MotoServer, Queue, count_messages, wait_until
 
 TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
@@ -49,9 +48,6 @@ def test_a_lambda_record_keeps_the_trace_header_as_lambda_sends_it(
     sent = workerless_send([queue.name, "traced", f"--trace-header={TRACE}"], aws_env, tmp_path)
     assert sent.returncode == 0, sent.stderr
     proc = daemon([f"--queues={queue.name}", f"--function={moto_lambda_function}"], env=aws_env)
-    wait_until(lambda: count_messages(sqs, queue.url) == 0, 60, message="not deleted")
-    assert proc.stop(timeout=30) == 0
-    (invocation,) = moto_server.lambda_invocations(moto_lambda_function)
-    (record,) = json.loads(invocation.raw)["Records"]
+    record = the_one_lambda_record(proc, sqs, queue, moto_server, moto_lambda_function)
     assert record["attributes"]["AWSTraceHeader"] == TRACE
     assert record["messageAttributes"] == {}

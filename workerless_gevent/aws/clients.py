@@ -81,26 +81,15 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
                 ),
                 **endpoint,
             )
+    # CloudWatch and DynamoDB: a call now and then, off the hot path, with botocore's own client.
+    side_config = botocore.config.Config(connect_timeout=5, read_timeout=10,
+                                         retries={"mode": "standard", "total_max_attempts": 3})
     cloudwatch = None
     if config.name:
-        cloudwatch = session.create_client(
-            "cloudwatch",
-            region_name=region,
-            config=botocore.config.Config(
-                connect_timeout=5, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}
-            ),
-            **endpoint,
-        )
+        cloudwatch = session.create_client("cloudwatch", region_name=region, config=side_config, **endpoint)
     dynamodb = None
     if config.periodic is not None and config.periodic.claims_table:
-        dynamodb = session.create_client(
-            "dynamodb",
-            region_name=region,
-            config=botocore.config.Config(
-                connect_timeout=5, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}
-            ),
-            **endpoint,
-        )
+        dynamodb = session.create_client("dynamodb", region_name=region, config=side_config, **endpoint)
     s3 = None
     if any(queue.large_payloads for queue in config.queues):
         s3 = session.create_client("s3", region_name=region, config=s3_config(config), **endpoint)

@@ -124,8 +124,12 @@ class Slots:
             logger.error("queue=%s releasing after a failed delivery failed", work.state.queue.name, exc_info=True,
                          extra=fields(queue=work.state.queue.name))
         finally:
-            self.in_flight.discard(work)
-            self.utilization.set_busy(len(self.in_flight))
+            self.let_go(work)
+
+    def let_go(self, work: Work) -> None:
+        """The slot holds the work no longer: settled, or abandoned."""
+        self.in_flight.discard(work)
+        self.utilization.set_busy(len(self.in_flight))
 
     def deliver(self, work: Work) -> None:
         queue = work.state.queue
@@ -153,5 +157,4 @@ class Slots:
             self.registry.count(OVERALL, "InternalErrors")
             logger.error("queue=%s after settling a delivery", queue.name, exc_info=True, extra=fields(queue=queue.name))
         finally:
-            self.in_flight.discard(work)
-            self.utilization.set_busy(len(self.in_flight))
+            self.let_go(work)
