@@ -14,6 +14,7 @@ from collections.abc import Callable
 import gevent
 import gevent.event
 
+from . import hangup
 from .aws.clients import Clients
 from .config.model import Config, HttpTargetConfig
 from .delivery.poller import Poller, QueueRow, Work
@@ -94,6 +95,9 @@ class Daemon:
         for signum in (signal.SIGTERM, signal.SIGINT):
             gevent.signal_handler(signum, self.request_stop, signal.Signals(signum).name)
         gevent.signal_handler(signal.SIGHUP, self.request_reload)
+        if hangup.held():
+            logger.info("SIGHUP while starting: reading the configuration again now")
+            self.request_reload()
         background = self.background = self.start_background()
         self.log_start()
         if self.status_server is not None:

@@ -18,6 +18,9 @@ def main() -> int:
 
     early = None
     if len(sys.argv) > 1 and sys.argv[1] not in ("check", "send", "demo", "-h", "--help", "--version"):
+        from . import hangup
+
+        hangup.hold()  # a reload asked for while starting is done once running, instead of ending the process
         # Region and credentials resolve in a child process while this one patches and imports (aws.child).
         from .aws.child import EarlyResolution
 

@@ -23,6 +23,7 @@ from tests.support import (
     status_url,
     wait_until,
 )
+from tests.support.chaos import ChaosProxy, chaos_fixture  # noqa: F401 (fixture)
 from tests.support.http_app import Reply
 
 
@@ -196,3 +197,24 @@ def test_turning_on_large_payloads_needs_a_restart_and_the_running_configuration
                   lambda text: text.replace(f'name = "{queue.name}"', f'name = "{queue.name}"\nlarge_payloads = true'),
                   lambda config: f"queue {queue.name}: large_payloads needs a restart (the daemon started without an "
                                  "S3 client)")
+
+
+
+def test_a_sighup_while_starting_is_held_and_the_file_read_again_once_running(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path, chaos: ChaosProxy,
+) -> None:
+    queue = make_queue()
+    config = write(tmp_path, http_app, [queue])
+    chaos.set(share=1.0, kinds=("stall",), actions=("GetQueueUrl",), stall=(2.0, 2.0), times=1)
+    proc = daemon(["-c", str(config)], env={**aws_env, "AWS_ENDPOINT_URL": chaos.url})
+    wait_until(lambda: chaos.faults("GetQueueUrl") == 1, 20, message="the start-up never asked for the queue")
+    write(tmp_path, http_app, [queue], path="/v2")
+    proc.send_signal(signal.SIGHUP)  # while start-up waits for the queue's url (held 2 s)
+    assert "workerless started" not in proc.output()
+    proc.wait_for_output("SIGHUP while starting", timeout=30)
+    proc.wait_for_output(f"reading {config} again", timeout=10)
+    sqs.send_message(QueueUrl=queue.url, MessageBody="after")
+    http_app.wait_for_requests(1, timeout=20)
+    assert [request.path for request in http_app.requests] == ["/v2"]
+    assert proc.alive()
