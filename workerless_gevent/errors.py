@@ -62,5 +62,8 @@ def describe_error(error: BaseException) -> str:
     """One line for logs: the code and the message, never a traceback."""
     if isinstance(error, botocore.exceptions.ClientError):
         detail = error.response.get("Error", {})
-        return f"{detail.get('Code', 'ClientError')}: {detail.get('Message', '')}".strip()
+        code, message = str(detail.get("Code") or "ClientError"), str(detail.get("Message") or "")
+        if code.isdigit():  # an answer with no error in it (a bare 500 from a proxy): botocore codes it by status
+            return f"HTTP {code} with no AWS error in the answer" + (f": {message}" if message else "")
+        return f"{code}: {message}".strip()
     return f"{type(error).__name__}: {error}"

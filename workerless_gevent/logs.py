@@ -46,3 +46,8 @@ def configure_logging(log_format: str, log_level: str) -> None:
     root.setLevel(log_level)
     for noisy in ("botocore", "boto3", "urllib3"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def duration_text(seconds: float) -> str:
+    """How long something has lasted, for a log line: "42s", or "5min" from two minutes on."""
+    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}min"

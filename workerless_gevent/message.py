@@ -26,6 +26,8 @@ class Message:
 
     @classmethod
     def from_sqs(cls, queue: str, raw: dict[str, Any], received_at: float, visible_until: float) -> Message:
+        if "Unreadable" in raw:  # marked by the wire: a member it could not parse
+            raise ValueError(raw["Unreadable"])
         return cls(
             queue=queue,
             message_id=raw["MessageId"],

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import logging
 import random
+import time
+import traceback
 from collections.abc import Callable
+from typing import Any
 
 import gevent
 import gevent.event
@@ -15,7 +18,32 @@ from .metrics import OVERALL
 logger = logging.getLogger(__name__)
 
 MAX_RESTART_SECONDS = 30.0
+REPEAT_WARNING_SECONDS = 60.0  # an unexpected error seen before is a one-line WARNING at most this often
+SEEN_LIMIT = 1000
 Count = Callable[[str, str], None]  # Registry.count(queue, name)
+
+_last_logged: dict[tuple[str, str, str, int], float] = {}  # where, error type, file, line -> time.monotonic()
+
+
+def log_unexpected(log: logging.Logger, where: str, error: BaseException, **extra: Any) -> None:
+    """An unexpected error in a loop that goes on (the caller counts it as InternalErrors): ERROR with its
+    traceback the first time `where` meets this error at this line of code; after that a one-line WARNING
+    at most once a minute, and DEBUG in between, so an answer that stays malformed cannot flood the log."""
+    frame = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    key = (where, type(error).__name__, frame.filename if frame else "", frame.lineno or 0 if frame else 0)
+    now = time.monotonic()
+    last = _last_logged.get(key)
+    if last is None:
+        if len(_last_logged) >= SEEN_LIMIT:
+            _last_logged.pop(next(iter(_last_logged)))
+        _last_logged[key] = now
+        log.error("%s raised unexpectedly: %s: %s", where, type(error).__name__, error, exc_info=error, extra=extra)
+    elif now - last >= REPEAT_WARNING_SECONDS:
+        _last_logged[key] = now
+        log.warning("%s raised unexpectedly again (traceback logged before): %s: %s", where, type(error).__name__,
+                    error, extra=extra)
+    else:
+        log.debug("%s raised unexpectedly again: %s: %s", where, type(error).__name__, error, extra=extra)
 
 
 def run_supervised(name: str, loop: Callable[[], None], stopped: gevent.event.Event, count: Count,

@@ -209,6 +209,18 @@ def test_a_target_flag_replaces_a_target_variable_of_the_other_kind(aws_env: dic
     assert json.loads(done.stdout)["targets"]["default"]["url"] == TARGET
 
 
+
+@pytest.mark.parametrize(("args", "given"), [(["--config="], '""'), (["-c", ""], '""'), (["-c", " "], '" "')],
+                         ids=["--config=", "-c ''", "-c ' '"])
+def test_an_empty_config_file_name_is_one_line_not_a_run_without_a_file(
+    args: list[str], given: str, proxied_env: dict[str, str], counting_proxy: CountingProxy, tmp_path: Path,
+) -> None:
+    line = f"--config: needs a file name (got {given})"
+    for mode, done in run_and_check(args, proxied_env, tmp_path).items():
+        assert (mode, done.returncode, done.stderr.splitlines(), done.stdout) == (mode, 2, [line], "")
+    assert counting_proxy.requests == []
+
+
 USAGE_ERRORS = [
     (["--queues=a", "--bogus-flag"], "unknown option --bogus-flag"),
     (["-x"], "unknown option -x"),

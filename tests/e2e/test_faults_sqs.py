@@ -213,9 +213,10 @@ def test_stale_receipt_handle_on_delete_is_counted_not_fatal(
                message=lambda: f"not redelivered:\n{proc.output()[-3000:]}")
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 15, message="not deleted the second time")
     assert len(handles) == 1
-    assert "stale receipt handle (ReceiptHandleIsInvalid)" in proc.output()
+    assert "stale receipt handle (ReceiptHandleIsInvalid; message=" in proc.output()
     assert handles[0] not in proc.output() and "garbage-" not in proc.output()  # receipt handles never logged
     assert metric_total(url, "workerless_stale_receipts_total") == 1
+    assert metric_total(url, "workerless_delete_failed_total") == 0  # a stale receipt is not a failed delete
     assert faulty_sqs.actions()["DeleteMessageBatch"] == 2  # counted, not retried
     assert proc.alive()
     assert proc.stop(timeout=30) == 0

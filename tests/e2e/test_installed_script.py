@@ -1,5 +1,11 @@
 """The console script that `pip install .` makes patches gevent first, like bin/workerless: boto3
-calls (here Lambda Invoke) then overlap instead of blocking the hub one at a time."""
+calls (here Lambda Invoke) then overlap instead of blocking the hub one at a time.
+
+Invoke normally goes over the daemon's own wire, which never blocks the hub, patched or not. Behind an
+HTTP proxy the wire steps aside for botocore's Lambda client (as it does for FIPS and dual-stack), and
+only a patched process keeps that client's calls from running one at a time: so the test sets one. The
+Lambda stand-in is that proxy (it takes the absolute URI a proxied request carries); SQS, reached as
+localhost and listed in NO_PROXY, goes to moto directly."""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,11 +61,14 @@ def test_the_pip_installed_script_overlaps_lambda_invocations(
     fake_lambda.delay = INVOKE_SECONDS
     config = build_config_file(tmp_path, concurrency=MESSAGES, queues=[{"name": queue.name}],
                                targets={"default": {"type": "lambda", "function": "slow-fn", "batch_size": 1}})
-    env = {**aws_env, "AWS_ENDPOINT_URL_LAMBDA": fake_lambda.url, "PYTHONWARNINGS": "error::gevent.monkey.MonkeyPatchWarning"}
+    moto_port = urllib.parse.urlsplit(aws_env["AWS_ENDPOINT_URL"]).port
+    env = {**aws_env, "AWS_ENDPOINT_URL": f"http://localhost:{moto_port}", "AWS_ENDPOINT_URL_LAMBDA": fake_lambda.url,
+           "HTTP_PROXY": fake_lambda.url, "NO_PROXY": "localhost"}
     proc = daemon(["-c", str(config)], env=env, cwd=tmp_path, program=script, is_executable=True)
     invocations = fake_lambda.wait_for_invocations(MESSAGES, timeout=60)
     arrivals = sorted(invocation.arrived for invocation in invocations[:MESSAGES])
     # Patched, all ten are in flight at once; unpatched, each Invoke blocks the hub for 2 s.
+    assert all(invocation.proxied for invocation in invocations)  # botocore's client made them, not the wire
     assert arrivals[-1] - arrivals[0] < INVOKE_SECONDS, [round(a - arrivals[0], 2) for a in arrivals]
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="invoked messages not deleted")
     assert proc.stop(timeout=30) == 0

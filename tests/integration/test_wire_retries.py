@@ -193,6 +193,7 @@ def test_a_delete_that_keeps_failing_is_given_up_at_its_deadline_logged_and_coun
     # the message's visibility (3 s, at least 5 s of retries) bounds the retries, give or take one cap
     assert time.monotonic() - started < 5 + RETRY_CAP_SECONDS + 3 * 2
     assert sqs_q.pending_count() == 0
+    wait_until(lambda: sqs_q.batchers["delete"].flusher is None, 10, message="the flusher never ended")  # logs then
     assert faulty_sqs.faulted_count("DeleteMessageBatch") >= 2
     assert f"message={message.message_id}" in caplog.text and "SQS will deliver them again" in caplog.text
 
@@ -207,3 +208,54 @@ def test_a_queue_that_is_gone_is_given_up_at_once(
     sqs_q.delete(message)
     wait_until(lambda: registry.total("DeleteFailed", queue.name) == 1, 10, message="not given up")
     assert faulty_sqs.faulted_count("DeleteMessageBatch") == 1  # a sender fault is not repeated
+
+
+def test_while_delete_batches_fail_one_probe_at_a_time_goes_out_and_the_rest_follows_once_one_lands(
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An SQS outage for the batch calls: no retry storm (each failed call probes alone, after a pause
+    growing to RETRY_CAP_SECONDS), no log flood (one WARNING, one INFO at the end), then everything lands."""
+    queue, registry = make_queue(), Registry()
+    sqs_q = queue_on(faulty_sqs, queue, registry, visibility_timeout=120)
+    messages = receive(sqs_q, sqs, queue, 50)
+    caplog.set_level("INFO", logger="workerless_gevent")
+    faulty_sqs.fail(INTERNAL_ERROR, ("DeleteMessageBatch",))
+    outage_started = time.monotonic()
+    for message in messages:
+        sqs_q.delete(message)
+    wait_until(lambda: time.monotonic() - outage_started >= 12, 20, interval=0.5)
+    calls = faulty_sqs.faulted_count("DeleteMessageBatch")
+    after_first_wave = faulty_sqs.faulted_count("DeleteMessageBatch", since=outage_started + 4)
+    faulty_sqs.heal()
+    healed = time.monotonic()
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 20, message="deletes never landed after the outage")
+    landed = time.monotonic() - healed
+    # The first wave: the 5 batches of the 50 deletes, each tried 3 times by the wire. After it, one probe
+    # per pause of 2.5-5 s (the streak is 5 calls long at once), not 5 batches x 3 attempts per round.
+    assert calls <= 5 * 3 + 8 and after_first_wave <= 8 / 2.5 + 1, (calls, after_first_wave)
+    assert landed <= RETRY_CAP_SECONDS + 2, landed
+    assert registry.total("DeleteFailed") == 0 and registry.total("InternalErrors", OVERALL) == 0
+    lines = [(record.levelname, record.getMessage()) for record in caplog.records
+             if record.name.startswith("workerless_gevent")]
+    assert len(lines) == 2, lines
+    assert lines[0][0] == "WARNING" and lines[0][1].startswith(f"queue={queue.name} delete batches are failing ("), lines
+    assert lines[1][0] == "INFO" and lines[1][1].startswith(f"queue={queue.name} delete batches succeed again after "), lines
+
+
+def test_deletes_given_up_in_an_outage_are_counted_at_once_and_logged_together_with_their_ids(
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue], caplog: pytest.LogCaptureFixture,
+) -> None:
+    queue, registry = make_queue(), Registry()
+    sqs_q = queue_on(faulty_sqs, queue, registry, visibility_timeout=3)
+    messages = receive(sqs_q, sqs, queue, 25)
+    caplog.set_level("INFO", logger="workerless_gevent")
+    faulty_sqs.fail(THROTTLED, ("DeleteMessageBatch",))
+    for message in messages:
+        sqs_q.delete(message)
+    wait_until(lambda: registry.total("DeleteFailed", queue.name) == 25, 30, message="never given up")
+    wait_until(lambda: sqs_q.pending_count() == 0 and sqs_q.batchers["delete"].flusher is None, 10)
+    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert len(errors) == 1, errors  # every give-up of the episode in one line, with every id
+    assert all(message.message_id in errors[0] for message in messages), errors
+    assert "gave up on delete of 25 messages" in errors[0] and "SQS will deliver them again" in errors[0]
+    assert faulty_sqs.faulted_count("DeleteMessageBatch") <= 3 * 3 + 3  # 3 batches x 3 attempts, then probes

@@ -19,7 +19,8 @@ import gevent
 from .http_app import Headers, RecordingServer, Reply, headers_from_environ
 from .wait import wait_until
 
-INVOKE_PATH = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations/?$")
+# As a path, or as the absolute URI a client sends through an HTTP proxy (the stand-in then is that proxy).
+INVOKE_PATH = re.compile(r"^(?:http://[^/]+)?/2015-03-31/functions/([^/]+)/invocations/?$")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Invocation:
     headers: Headers
     invocation_type: str  # RequestResponse | Event | DryRun
     arrived: float
+    proxied: bool = False  # sent as to an HTTP proxy (an absolute URI): by a botocore client, not the wire
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ def parse_invocation(environ: dict[str, Any], function_name: str, arrived: float
         headers=headers,
         invocation_type=headers.get("x-amz-invocation-type", "RequestResponse"),
         arrived=arrived,
+        proxied=environ.get("PATH_INFO", "").startswith("http://"),
     )
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from workerless_gevent.delivery.receiving import duration_text, warning_due_seconds
+from workerless_gevent.delivery.receiving import warning_due_seconds
+from workerless_gevent.logs import duration_text
 
 
 def test_warnings_come_at_the_start_after_one_and_five_minutes_then_every_fifteen() -> None:

@@ -267,13 +267,19 @@ def child_main(argv: list[str]) -> int:
         answer = {"config_error": [error.source, error.key, error.problem, value]}
     except Exception as error:  # one line for the daemon to print, never a traceback
         answer = {"error": describe_error(error)}
-    print(json.dumps(answer), flush=True)
+    try:
+        print(json.dumps(answer), flush=True)
+    except BrokenPipeError:  # the daemon is gone (stopped or killed while this child worked): nobody to tell
+        pass
     return 0
 
 
 def exit_at_once(status: int) -> None:
     """The answer is out: skip the interpreter's teardown (10-20 ms the daemon would wait for)."""
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except OSError:  # a pipe the daemon closed: the answer had nowhere to go
+        pass
     os._exit(status)
 
 

@@ -34,6 +34,8 @@ OPTION_NAMES = tuple(SCALAR_OPTIONS) + SPECIAL_OPTIONS
 
 def load_config(path: str | None, env: Mapping[str, str], flags: Mapping[str, object]) -> Config:
     """Build the one Config of a run; raises ConfigError with a one-line message."""
+    if path is not None and not path.strip():  # --config= or -c "": a mistake, not "no file"
+        raise ConfigError("--config", "", "needs a file name", path)
     path = path or env.get("WORKERLESS_CONFIG") or None
     document = read_toml(path) if path else {}
     source = path or "command line"

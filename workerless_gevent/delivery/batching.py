@@ -16,9 +16,10 @@ import gevent.event
 import gevent.pool
 
 from ..errors import AWS_ERRORS, describe_error, error_code
-from ..logs import fields
+from ..logs import duration_text, fields
 from ..message import Message
 from ..metrics import OVERALL
+from ..supervision import log_unexpected
 from ..wire.retries import THROTTLE_CODES, TRANSIENT_CODES, retry_cost
 
 logger = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ BATCH_SIZE = 10
 FLUSH_DELAY_SECONDS = 0.05  # a delete that waits this long costs nothing: the message stays hidden
 RETRY_BASE_SECONDS = 0.25
 RETRY_CAP_SECONDS = 5.0  # a settlement is tried again at least this often until its deadline
+GIVE_UP_LOG_SECONDS = 30.0  # given-up entries are logged together at most this often (counted at once)
 MIN_RETRY_WINDOW_SECONDS = 5.0  # even a message about to be visible again gets this long
 STALE_HANDLE_CODES = ("ReceiptHandleIsInvalid", "InvalidParameterValue", "MessageNotInflight")
 # Refreshable credentials are fetched anew on the next signature: worth another try.
@@ -51,10 +53,15 @@ class UnexpectedAnswer(ValueError):
 
 class Batcher:
     """One kind of batch call (`kind`: "delete" or "visibility") on one queue, with one flusher
-    greenlet while anything is pending: one call at a time, so visibility changes of one message
-    land in order (and moto loses deletes that race on one queue)."""
+    greenlet while anything is pending.
 
-    def __init__(self, queue_name: str, kind: str, send: Callable[[list[BatchEntry]], dict[str, Any]],
+    While calls fail as a whole (SQS unreachable, throttling past the wire's own retries, answers we cannot
+    read), the batcher probes instead of storming: one call at a time, after a jittered exponential pause
+    (at most RETRY_CAP_SECONDS), with the entries of the failed calls regrouped into full batches. The
+    first failure of such a streak is one WARNING and its end one INFO line; entries whose deadline comes
+    first are given up and counted at once, and logged together (`_give_up`)."""
+
+    def __init__(self, queue_name: str, kind: str, send: Callable[[list[BatchEntry], float], dict[str, Any]],
                  count: Count, rng: random.Random, max_in_flight: int = 1) -> None:
         self.queue_name = queue_name
         self.kind = kind
@@ -73,6 +80,12 @@ class Batcher:
         self.is_full = gevent.event.Event()
         self.has_new = gevent.event.Event()
         self.is_draining = False
+        self.streak = 0  # calls in a row that failed as a whole; while > 0, one probe at a time
+        self.resume_at = 0.0  # time.monotonic() before which no probe starts
+        self.failing_since = 0.0
+        self.unlogged: list[BatchEntry] = []  # given up and counted, not yet in a log line
+        self.unlogged_reason = ""
+        self.first_unlogged_at = 0.0
 
     def add(self, entry: BatchEntry) -> None:
         entry.deadline = max(entry.deadline, time.monotonic() + MIN_RETRY_WINDOW_SECONDS)
@@ -103,36 +116,48 @@ class Batcher:
             self.flusher = gevent.spawn(self._flush)
 
     def _flush(self) -> None:
-        """The flusher: ends when nothing is left; an unexpected error costs a retry, not the loop."""
+        """The flusher: ends when nothing is left; an unexpected error costs a pause, not the loop."""
         try:
             while self.pending or self.retrying or self.sending:
-                chunk = self._next_chunk()
+                try:
+                    chunk = self._next_chunk()
+                except Exception as error:  # a bug: the entries stay, and are tried again after a pause
+                    self.count(OVERALL, "InternalErrors")
+                    log_unexpected(logger, f"queue={self.queue_name} {self.kind} flusher", error,
+                                   **fields(queue=self.queue_name, batch=self.kind))
+                    gevent.sleep(RETRY_CAP_SECONDS)
+                    continue
                 if chunk:
                     self.senders.spawn(self._send_guarded, chunk)  # waits while max_in_flight are on their way
                     self.calls += 1  # the call has not started yet: spawning does not switch to it
         finally:
             self.flusher = None
+            self._log_given_up(force=True)
 
     def _send_guarded(self, chunk: list[BatchEntry]) -> None:
         try:
             self._send(chunk)
         except Exception as error:  # a bug or an answer we never expected: try the chunk again later
             self.count(OVERALL, "InternalErrors")
-            logger.error("queue=%s %s batch of %d raised unexpectedly; trying it again",
-                         self.queue_name, self.kind, len(chunk), exc_info=True, extra=fields(queue=self.queue_name, batch=self.kind))
-            self._retry_later(chunk, f"{type(error).__name__}: {error}")
+            log_unexpected(logger, f"queue={self.queue_name} {self.kind} batch", error,
+                           **fields(queue=self.queue_name, batch=self.kind))
+            self._call_failed(chunk, f"{type(error).__name__}: {error}")
         finally:
             self.calls -= 1
             self.has_new.set()  # the flusher may be waiting for this call to end
 
     def _next_chunk(self) -> list[BatchEntry]:
-        """Up to 10 entries due now, retries first; waits a little for a fuller batch of fresh ones."""
+        """Up to 10 entries to send now, retries first; waits a little for a fuller batch of fresh ones.
+        While failing: nothing until the last probe has ended and the pause is over, then one probe."""
         now = time.monotonic()
-        due = [entry for entry in self.retrying if entry.not_before <= now]
+        self._expire(now)
+        self._log_given_up()
+        if self.streak and (self.calls or now < self.resume_at):
+            self._wait_for(None if self.calls else self.resume_at, now)
+            return []
+        due = self.retrying if self.streak else [entry for entry in self.retrying if entry.not_before <= now]
         if not due and not self.pending:
-            self.has_new.clear()
-            soonest = min((entry.not_before for entry in self.retrying), default=math.inf)
-            self.has_new.wait(None if soonest == math.inf else soonest - now)  # or until a call ends
+            self._wait_for(min((entry.not_before for entry in self.retrying), default=None), now)
             return []
         if not due and len(self.pending) < BATCH_SIZE and not self.is_draining:
             self.is_full.clear()
@@ -146,18 +171,71 @@ class Batcher:
         chunk.extend(fresh)
         return [entry for entry in chunk if not (entry.is_heartbeat and entry.message.settled)]
 
+    def _wait_for(self, until: float | None, now: float) -> None:
+        """Until `until` (time.monotonic(), None: no time of its own), a new entry, the end of a call, or the
+        next deadline of an entry left waiting, whichever comes first."""
+        deadline = min((entry.deadline for entry in (*self.retrying, *self.pending)), default=math.inf)
+        wake = min(math.inf if until is None else until, deadline)
+        self.has_new.clear()
+        self.has_new.wait(None if wake == math.inf else max(0.0, wake - now))
+
+    def _expire(self, now: float) -> None:
+        """Give up the entries that cannot be tried again before their deadline."""
+        earliest = max(now, self.resume_at) if self.streak else now
+        late = [entry for entry in (*self.retrying, *self.pending)
+                if max(earliest, entry.not_before) >= entry.deadline]
+        if late:
+            gone = set(map(id, late))
+            self.retrying = [entry for entry in self.retrying if id(entry) not in gone]
+            self.pending = [entry for entry in self.pending if id(entry) not in gone]
+            self._give_up(late, self.unlogged_reason or "no call succeeded before the message's deadline")
+
     def _send(self, chunk: list[BatchEntry]) -> None:
         self.count(self.queue_name, "SqsRequests")
+        # The wire retries a call (botocore's standard mode) until its first message's deadline; a probe is
+        # itself the retry, so it is sent once.
+        retry_until = 0.0 if self.streak else min(entry.deadline for entry in chunk)
         try:
-            response = self.send(chunk)
+            response = self.send(chunk, retry_until)
         except AWS_ERRORS as error:
             text = self._hide_handles(describe_error(error), chunk)
             if retry_cost(error) is None and not error_code(error).endswith(REFRESHED_CODES):
                 self._give_up(chunk, text)
             else:
-                self._retry_later(chunk, text)
+                self._call_failed(chunk, text)
             return
         self._judge(chunk, response)
+        self._recovered()
+
+    def _call_failed(self, chunk: list[BatchEntry], reason: str) -> None:
+        """A whole call failed: its entries wait for the next probe, and the pause before it grows."""
+        now = time.monotonic()
+        if not self.streak:
+            self.failing_since = now
+            logger.warning("queue=%s %s batches are failing (%s); retrying them until each message's deadline",
+                           self.queue_name, self.kind, reason, extra=fields(queue=self.queue_name, batch=self.kind))
+        else:
+            logger.debug("queue=%s %s batch failed again (%d in a row): %s", self.queue_name, self.kind,
+                         self.streak + 1, reason, extra=fields(queue=self.queue_name, batch=self.kind))
+        self.streak += 1
+        pause = self.rng.uniform(0.5, 1.0) * min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2**self.streak)
+        self.resume_at = max(self.resume_at, now + pause)
+        for entry in chunk:
+            entry.attempts += 1
+        self.retrying.extend(chunk)
+        self.unlogged_reason = reason
+        self.has_new.set()
+
+    def _recovered(self) -> None:
+        if not self.streak:
+            return
+        logger.info("queue=%s %s batches succeed again after %d failed calls over %s", self.queue_name, self.kind,
+                    self.streak, duration_text(time.monotonic() - self.failing_since),
+                    extra=fields(queue=self.queue_name, batch=self.kind))
+        self.streak = 0
+        self.resume_at = 0.0
+        self._log_given_up(force=True)
+        self.has_new.set()  # what waited behind the probes goes out now
 
     def _judge(self, chunk: list[BatchEntry], response: dict[str, Any]) -> None:
         """Per-entry results: retry the retryable failures and any entry the answer left out."""
@@ -166,22 +244,32 @@ class Batcher:
             raise UnexpectedAnswer(f"{self.kind} batch answer has no Successful/Failed lists: {response!r:.200}")
         done = {str(item.get("Id")) for item in successful if isinstance(item, dict)}
         retry: list[BatchEntry] = []
+        stale: list[BatchEntry] = []
+        stale_codes: set[str] = set()
+        strangers: list[object] = []
         for failure in failed:
             entry = self._entry(chunk, failure)
-            if entry is None:
-                logger.warning("queue=%s %s batch answer names an entry we did not send: %r",
-                               self.queue_name, self.kind, failure, extra=fields(queue=self.queue_name, batch=self.kind))
+            if entry is None or not isinstance(failure, dict):
+                strangers.append(failure)
                 continue
             done.add(str(failure["Id"]))
             code = str(failure.get("Code", ""))
-            text = self._hide_handles(f"{code}: {failure.get('Message', '')}", [entry])
             if code.endswith(STALE_HANDLE_CODES):
-                self.count(self.queue_name, "StaleReceipts")
-                self._give_up([entry], f"stale receipt handle ({code})", quiet=True)
-            elif not failure.get("SenderFault", False) or code.endswith(THROTTLE_CODES + TRANSIENT_CODES):
+                stale.append(entry)
+                stale_codes.add(code)
+            elif failure.get("SenderFault") is not True or code.endswith(THROTTLE_CODES + TRANSIENT_CODES):
                 retry.append(entry)
             else:
-                self._give_up([entry], text)
+                self._give_up([entry], self._hide_handles(f"{code}: {failure.get('Message', '')}", [entry]))
+        if strangers:
+            logger.warning("queue=%s %s batch answer names %d entries we did not send: %.300r", self.queue_name,
+                           self.kind, len(strangers), strangers, extra=fields(queue=self.queue_name, batch=self.kind))
+        if stale:  # the message was received again, or is gone: nothing to retry, nothing lost
+            self.count(self.queue_name, "StaleReceipts", len(stale))
+            ids = ",".join(entry.message.message_id for entry in stale)
+            logger.info("queue=%s %s of %d messages skipped: stale receipt handle (%s; message=%s)", self.queue_name,
+                        self.kind, len(stale), ",".join(sorted(stale_codes)), ids,
+                        extra=fields(queue=self.queue_name, batch=self.kind, message_id=ids))
         missing = [entry for position, entry in enumerate(chunk) if str(position) not in done]
         if retry or missing:
             self._retry_later(retry + missing, "entries failed or left out of the answer")
@@ -189,40 +277,46 @@ class Batcher:
     @staticmethod
     def _entry(chunk: list[BatchEntry], failure: object) -> BatchEntry | None:
         position = str(failure.get("Id", "")) if isinstance(failure, dict) else ""
-        return chunk[int(position)] if position.isdigit() and int(position) < len(chunk) else None
+        return chunk[int(position)] if position.isascii() and position.isdigit() and int(position) < len(chunk) else None
 
     def _retry_later(self, entries: list[BatchEntry], reason: str) -> None:
-        """Full-jitter backoff per entry; an entry whose deadline comes first is given up."""
+        """Entries SQS failed inside an answered call: full-jitter backoff per entry until its deadline."""
         now = time.monotonic()
-        expired: list[BatchEntry] = []
         for entry in entries:
             entry.attempts += 1
-            pause = self.rng.uniform(0, min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2**entry.attempts))
-            if now + pause >= entry.deadline:
-                expired.append(entry)
-                continue
-            entry.not_before = now + pause
+            entry.not_before = now + self.rng.uniform(0, min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2**entry.attempts))
             self.retrying.append(entry)
-        if len(expired) < len(entries):
-            logger.info("queue=%s %s of %d messages failed, trying again: %s",
-                        self.queue_name, self.kind, len(entries) - len(expired), reason, extra=fields(queue=self.queue_name, batch=self.kind))
-        if expired:
-            self._give_up(expired, reason)
+        logger.debug("queue=%s %s of %d messages failed, trying again: %s", self.queue_name, self.kind,
+                     len(entries), reason, extra=fields(queue=self.queue_name, batch=self.kind))
+        self.unlogged_reason = reason
         self.has_new.set()
 
-    def _give_up(self, entries: list[BatchEntry], reason: str, quiet: bool = False) -> None:
+    def _give_up(self, entries: list[BatchEntry], reason: str) -> None:
+        """Counted at once; logged with their message ids when the flusher ends or the calls succeed again,
+        or GIVE_UP_LOG_SECONDS after the first of them, whichever comes first."""
         entries = [entry for entry in entries if not (entry.is_heartbeat and entry.message.settled)]
         if not entries:
             return
         self.count(self.queue_name, "DeleteFailed" if self.kind == "delete" else "VisibilityFailed", len(entries))
-        ids = ",".join(entry.message.message_id for entry in entries[:BATCH_SIZE])
+        if not self.unlogged:
+            self.first_unlogged_at = time.monotonic()
+        self.unlogged.extend(entries)
+        self.unlogged_reason = reason
+        self._log_given_up()
+
+    def _log_given_up(self, force: bool = False) -> None:
+        if not self.unlogged or (not force and time.monotonic() - self.first_unlogged_at < GIVE_UP_LOG_SECONDS):
+            return
+        entries, self.unlogged = self.unlogged, []
+        ids = ",".join(entry.message.message_id for entry in entries)
+        heartbeats = sum(entry.is_heartbeat for entry in entries)
         cost = ("SQS will deliver them again" if self.kind == "delete"
-                else "they may be delivered again while still running" if entries[0].is_heartbeat
+                else "they may be delivered again while still running" if heartbeats == len(entries)
                 else "they keep their current visibility")
-        log = logger.info if quiet else logger.error
-        log("queue=%s gave up on %s of %d messages (message=%s) after %d attempts: %s; %s", self.queue_name,
-            self.kind, len(entries), ids, max(entry.attempts for entry in entries) + 1, reason, cost,
-            extra=fields(queue=self.queue_name, batch=self.kind, message_id=ids, outcome="given up"))
+        logger.error("queue=%s gave up on %s of %d messages (message=%s) after %d attempts: %s; %s", self.queue_name,
+                     self.kind, len(entries), ids, max(entry.attempts for entry in entries) + 1,
+                     self.unlogged_reason, cost,
+                     extra=fields(queue=self.queue_name, batch=self.kind, message_id=ids, outcome="given up"))
 
     @staticmethod
     def _hide_handles(text: str, entries: list[BatchEntry]) -> str:

@@ -31,9 +31,11 @@ class SqsCalls(Protocol):
                         VisibilityTimeout: int, MessageSystemAttributeNames: list[str],
                         MessageAttributeNames: list[str]) -> dict[str, Any]: ...
 
-    def delete_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]: ...
+    def delete_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]],
+                             deadline: float | None = None) -> dict[str, Any]: ...
 
-    def change_message_visibility_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]: ...
+    def change_message_visibility_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]],
+                                        deadline: float | None = None) -> dict[str, Any]: ...
 
     def send_message(self, *, QueueUrl: str, MessageBody: str, MessageAttributes: dict[str, Any],
                      **optional: Any) -> dict[str, Any]: ...
@@ -46,6 +48,7 @@ class SqsQueue:
                  wire: SqsWire | None = None, rng: random.Random | None = None) -> None:
         # every call (receive, batches, send): an wire.sqs.SqsWire when given, else the boto3 client
         self.hot: SqsCalls = sqs if wire is None else wire
+        self.on_wire = wire is not None
         self.config = config
         self.name = config.name
         self.url = url
@@ -116,17 +119,21 @@ class SqsQueue:
                 logger.error("queue=%s %d %s changes still unsent at stop; SQS will deliver those messages again",
                              self.name, batcher.left(), kind, extra=fields(queue=self.name, batch=kind))
 
-    def _delete_batch(self, chunk: list[BatchEntry]) -> dict[str, Any]:
+    def _delete_batch(self, chunk: list[BatchEntry], retry_until: float) -> dict[str, Any]:
         # Entry ids are the positions "0".."9": duplicates would fail the whole call.
         handles = [{"Id": str(i), "ReceiptHandle": e.message.receipt_handle} for i, e in enumerate(chunk)]
-        return dict(self.hot.delete_message_batch(QueueUrl=self.url, Entries=handles))
+        return dict(self.hot.delete_message_batch(QueueUrl=self.url, Entries=handles, **self._until(retry_until)))
 
-    def _change_visibility_batch(self, chunk: list[BatchEntry]) -> dict[str, Any]:
+    def _change_visibility_batch(self, chunk: list[BatchEntry], retry_until: float) -> dict[str, Any]:
         entries: list[dict[str, Any]] = [
             {"Id": str(i), "ReceiptHandle": e.message.receipt_handle, "VisibilityTimeout": e.visibility_timeout_seconds}
             for i, e in enumerate(chunk)
         ]
-        return dict(self.hot.change_message_visibility_batch(QueueUrl=self.url, Entries=entries))
+        return dict(self.hot.change_message_visibility_batch(QueueUrl=self.url, Entries=entries, **self._until(retry_until)))
+
+    def _until(self, retry_until: float) -> dict[str, float]:
+        """No retry of the wire's own starts past `retry_until` (botocore's client has no such bound)."""
+        return {"deadline": retry_until} if self.on_wire else {}
 
 
 def is_sender_fault(error: BaseException) -> bool:

@@ -17,10 +17,10 @@ import gevent.event
 import gevent.pool
 
 from ..errors import AWS_ERRORS, describe_error, error_code
-from ..logs import fields
+from ..logs import duration_text, fields
 from ..message import Message
 from ..metrics import OVERALL
-from ..supervision import spawn_supervised
+from ..supervision import log_unexpected, spawn_supervised
 from .queue import SqsQueue
 
 if TYPE_CHECKING:
@@ -141,10 +141,9 @@ class Receiver:
                     extra=fields(queue=state.queue.name))
                 state.failing_since = state.failing_since or time.monotonic()
             messages = []
-        except Exception:  # the watcher takes over, with its backoff
+        except Exception as error:  # the watcher takes over, with its backoff
             self.count(OVERALL, "InternalErrors")
-            logger.error("queue=%s receive raised unexpectedly, watching it instead", state.queue.name, exc_info=True,
-                         extra=fields(queue=state.queue.name))
+            log_unexpected(logger, f"queue={state.queue.name} receive", error, **fields(queue=state.queue.name))
             messages = []
         finally:
             state.receiving -= 1
@@ -187,7 +186,7 @@ class Receiver:
                 continue
             except Exception as error:  # a malformed reply or a bug must not silence this queue for good
                 self.count(OVERALL, "InternalErrors")
-                logger.error("queue=%s receive raised unexpectedly", state.queue.name, exc_info=True, extra=fields(queue=state.queue.name))
+                log_unexpected(logger, f"queue={state.queue.name} receive", error, **fields(queue=state.queue.name))
                 self._back_off(state, error)
                 continue
             self._note_success(state)
@@ -246,7 +245,3 @@ def warning_due_seconds(warnings_logged: int) -> float:
     if warnings_logged <= len(WARN_AFTER_SECONDS):
         return WARN_AFTER_SECONDS[warnings_logged - 1] if warnings_logged else 0.0
     return WARN_AFTER_SECONDS[-1] + REPEAT_WARNING_SECONDS * (warnings_logged - len(WARN_AFTER_SECONDS))
-
-
-def duration_text(seconds: float) -> str:
-    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}min"

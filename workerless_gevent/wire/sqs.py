@@ -105,8 +105,8 @@ class SqsWire:
                 params[key] = value
         response = self.call("ReceiveMessage", params)
         messages = response.get("Messages")
-        if messages is not None:
-            response["Messages"] = [parse_message(raw) for raw in messages if isinstance(raw, dict)]
+        if isinstance(messages, list):
+            response["Messages"] = [parse_or_mark(raw) for raw in messages]
         return response
 
     def send_message(self, *, QueueUrl: str, MessageBody: str, **optional: Any) -> dict[str, Any]:
@@ -126,17 +126,20 @@ class SqsWire:
     def get_queue_attributes(self, *, QueueUrl: str, AttributeNames: list[str]) -> dict[str, Any]:
         return self.call("GetQueueAttributes", {"QueueUrl": QueueUrl, "AttributeNames": AttributeNames})
 
-    def delete_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
-        return self.call("DeleteMessageBatch", {"QueueUrl": QueueUrl, "Entries": Entries})
+    def delete_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]],
+                             deadline: float | None = None) -> dict[str, Any]:
+        return self.call("DeleteMessageBatch", {"QueueUrl": QueueUrl, "Entries": Entries}, deadline)
 
-    def change_message_visibility_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
-        return self.call("ChangeMessageVisibilityBatch", {"QueueUrl": QueueUrl, "Entries": Entries})
+    def change_message_visibility_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]],
+                                        deadline: float | None = None) -> dict[str, Any]:
+        return self.call("ChangeMessageVisibilityBatch", {"QueueUrl": QueueUrl, "Entries": Entries}, deadline)
 
     # ---------------------------------------------------------------- one request
 
-    def call(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
-        """One call with botocore's standard-mode retries (see `retries`), signed anew per attempt."""
-        return self.retrier.call(lambda: self.call_once(action, params))
+    def call(self, action: str, params: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
+        """One call with botocore's standard-mode retries (see `retries`), signed anew per attempt; no retry
+        starts past `deadline` (time.monotonic(): for a batch, when its first message is visible again)."""
+        return self.retrier.call(lambda: self.call_once(action, params), deadline)
 
     def call_once(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
         """POST one JSON request; the parsed answer with ResponseMetadata, or a botocore exception."""
@@ -211,6 +214,18 @@ class SqsWire:
             error_class = self.exceptions.from_code(error.get("QueryErrorCode") or code)
         result: botocore.exceptions.ClientError = error_class(parsed, action)
         return result
+
+
+def parse_or_mark(raw: object) -> object:
+    """One message parsed; one we cannot parse is marked `Unreadable` (Message.from_sqs refuses it, so only
+    it is skipped, not the whole answer), with its id and receipt handle if it had them."""
+    if not isinstance(raw, dict):
+        return raw
+    try:
+        return parse_message(raw)
+    except (TypeError, ValueError, AttributeError) as error:  # binascii.Error is a ValueError
+        kept = {key: raw[key] for key in ("MessageId", "ReceiptHandle") if isinstance(raw.get(key), str)}
+        return {**kept, "Unreadable": f"{type(error).__name__}: {error}"}
 
 
 def parse_message(raw: dict[str, Any]) -> dict[str, Any]:
