@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import gevent.event
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -319,6 +320,65 @@ def test_a_30s_sqs_outage_on_an_idle_daemon_is_neither_hammered_nor_flooded_and_
         f"delivered {seconds_to_recover:.1f}s after healing; log:\n{proc.output()[-3000:]}")
     assert sorted(faulty_app.succeeded_bodies()) == sorted(
         [f"before {q.name}".encode() for q in queues] + list(after))
+
+
+@pytest.mark.slow
+def test_a_30s_sqs_outage_with_deletes_waiting_is_neither_hammered_nor_flooded_and_loses_nothing(
+    daemon: Callable[..., Daemon], tmp_path: Path, aws_env: dict[str, str], chaos: ChaosProxy,
+    faulty_app: FaultyApp, sqs: Any, make_queue: Callable[..., Queue],
+) -> None:
+    """The outage begins while the app holds ten deliveries; it answers them 200 at once, so every queue has
+    deletes waiting for SQS through the outage, until their messages are visible again (20 s) and they are
+    given up. Afterwards each of those is delivered again and deleted: nothing lost."""
+    queues = [make_queue(), make_queue()]
+    config = build_config_file(
+        tmp_path, concurrency=10, shutdown_timeout=5, polling={"poll_for": 5},
+        queues=[{"name": queue.name, "visibility_timeout": 20} for queue in queues],
+        targets={"default": {"type": "http", "url": f"{faulty_app.url}/work"}},
+        tables={"status": {"listen": "127.0.0.1:0"}})
+    release = gevent.event.Event()
+
+    def respond(request: RecordedRequest) -> Reply:
+        release.wait(60)
+        return 200, {}, b""
+
+    faulty_app.respond = respond
+    proc = daemon(["-c", str(config), "--log-level=INFO"], env={**aws_env, "AWS_ENDPOINT_URL": chaos.url})
+    url = status_url(proc, timeout=60)
+    bodies = {f"{queue.name} {i}".encode() for queue in queues for i in range(5)}
+    for body in sorted(bodies):
+        sqs.send_message(QueueUrl=next(q.url for q in queues if body.startswith(q.name.encode())), MessageBody=body.decode())
+    wait_until(lambda: faulty_app.in_flight == 10, 30, message=lambda: proc.output()[-3000:])
+
+    went_down, went_down_at = time.monotonic(), time.time()
+    chaos.outage()
+    release.set()  # ten 200s, and their deletes meet the outage
+
+    def alive() -> None:
+        assert proc.alive(), proc.output()[-3000:]
+
+    hold(OUTAGE_SECONDS, alive)
+    came_back, came_back_at = time.monotonic(), time.time()
+    chaos.heal()
+    wait_until(lambda: all(count_messages(sqs, queue.url) == 0 for queue in queues), 60, interval=0.2,
+               message=lambda: f"not drained after healing:\n{proc.output()[-3000:]}")
+
+    seen = chaos.by_queue(went_down, came_back)
+    lines = {queue.name: log_lines(proc, went_down_at, came_back_at, queue.name) for queue in queues}
+    given_up = metric_by_queue(url, "workerless_delete_failed_total")
+    print(f"\nbusy outage {came_back - went_down:.1f}s: requests the proxy saw {dict(seen)}; log lines per queue "
+          f"{ {name: len(found) for name, found in lines.items()} }; deletes given up {given_up}")
+    for found in lines.values():
+        for line in found:
+            print("  |", line[:300])
+    assert proc.stop(timeout=30) == 0
+    limit = MAX_REQUESTS_PER_SECOND_PER_QUEUE * (came_back - went_down)
+    for queue in queues:
+        assert seen[queue.name] <= limit, (queue.name, seen, limit)
+        assert len(lines[queue.name]) <= MAX_LOG_LINES_PER_QUEUE, lines[queue.name]
+        assert given_up.get(queue.name) == 5, given_up  # each delete given up at its message's deadline, counted
+        assert any("gave up on delete of 5 messages" in line for line in lines[queue.name]), lines[queue.name]
+    assert set(faulty_app.succeeded_bodies()) == bodies  # delivered again after the outage: nothing lost
 
 
 # ---------------------------------------------------------------- (c) Lambda, CloudWatch and DynamoDB faults

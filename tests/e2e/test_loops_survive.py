@@ -28,9 +28,15 @@ SURPRISES = [
     ("receiving", "ReceiveMessage", answer(b"<html>not json</html>")),
     ("receiving", "ReceiveMessage", answer({"Messages": "surprise"})),
     ("receiving", "ReceiveMessage", answer({"Messages": [{"Body": "no id, no receipt handle"}, 7]})),
+    ("receiving", "ReceiveMessage", answer({"Messages": [{"MessageId": "m", "ReceiptHandle": "r", "Body": "x",
+                                                          "MessageAttributes": ["not", "a", "map"]}]})),
+    ("receiving", "ReceiveMessage", answer({"Messages": [{"MessageId": "m", "ReceiptHandle": "r", "Body": "x",
+        "MessageAttributes": {"b": {"DataType": "Binary", "BinaryValue": "abc"}}}]})),  # not base64
     ("deleting", "DeleteMessageBatch", answer({"Successful": [], "Failed": [
         {"Id": "99", "Code": "InternalError", "SenderFault": False, "Message": "an entry nobody sent"}]})),
     ("deleting", "DeleteMessageBatch", answer(b"\x00\x01 not json")),
+    ("deleting", "DeleteMessageBatch", answer({"Successful": [], "Failed": [
+        {"Id": "\u00b2", "Code": "InternalError", "SenderFault": False}, {"Id": "abc"}, "?"]})),
     ("deleting", "DeleteMessageBatch", answer({"Successful": {"Id": "0"}, "Failed": None})),
     ("releasing", "ChangeMessageVisibilityBatch", answer({"Failed": [{"Id": "x"}], "Successful": "?"})),
     ("releasing", "ChangeMessageVisibilityBatch", answer(b"[]")),
@@ -62,6 +68,7 @@ def test_answers_nobody_expected_cost_retries_never_a_loop(
             return reply
 
         faulty_sqs.fault = fault
+        tracebacks = proc.output().count("Traceback (most recent call last)")
         body = f"{'fail' if doing == 'releasing' else 'ok'}-{number}".encode()
         sqs.send_message(QueueUrl=queue.url, MessageBody=body.decode())
         wait_until(lambda: left[0] == 0, 60, message=lambda: f"{action} never met {reply[2]!r}:\n{proc.output()[-3000:]}")
@@ -71,6 +78,8 @@ def test_answers_nobody_expected_cost_retries_never_a_loop(
         wait_until(lambda: count_messages(sqs, queue.url) == 0, 60,
                    message=lambda: f"{body!r} not deleted after {action} got {reply[2]!r}:\n{proc.output()[-3000:]}")
         assert proc.alive() and http_get(url + "/healthz")[::2] == (200, "ok\n")
+        # the same unexpected error three times: its traceback once at most, then one-line notes
+        assert proc.output().count("Traceback (most recent call last)") - tracebacks <= 1, proc.output()[-5000:]
     assert metric_total(url, "workerless_delete_failed_total") == 0
     assert proc.stop(timeout=20) == 0
     assert " died: " not in proc.output()  # no greenlet ended by an exception

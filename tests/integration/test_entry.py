@@ -3,6 +3,7 @@ distributions, and leaves importlib.metadata as it found it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -67,3 +68,21 @@ def test_the_plugin_scan_reads_entry_point_files_as_importlib_metadata_does(tmp_
               if ep.group.startswith("gevent.plugins")}
     assert {group: set(targets) for group, targets in found.items()} == {
         group: {ep.value for ep in metadata.entry_points(group=group)} for group in groups}
+
+
+def test_the_credentials_child_ends_quietly_when_the_daemon_is_gone() -> None:
+    """The daemon stopped or was killed while its child resolved: the answer has nowhere to go, and the
+    child exits 0 without a traceback on the stderr it shares with the daemon."""
+    from workerless_gevent.aws.child import child_command, request_of
+    from workerless_gevent.config.model import AwsConfig
+
+    request = json.dumps(request_of(AwsConfig(region="eu-west-1"), "test", ("sqs",)))
+    command, env = child_command(request)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody will read the answer
+    try:
+        done = subprocess.run(command, env={**env, "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"},
+                              stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -400,6 +400,35 @@ def test_a_garbled_success_answer_is_an_aws_error(raw_server: Callable[..., RawS
         wire.receive_message(QueueUrl="q")
 
 
+
+def test_a_bare_5xx_is_described_as_an_answer_without_an_aws_error(raw_server: Callable[..., RawServer]) -> None:
+    server = raw_server(lambda connection, nth, request: http_reply(500, b""))
+    wire = SqsWire(server.url, "us-east-1", credentials(), concurrency=1, read_timeout=5, retrier=Retrier(random.Random(1)))
+    with pytest.raises(botocore.exceptions.ClientError) as raised:
+        wire.receive_message(QueueUrl="q")
+    assert describe_error(raised.value) == "HTTP 500 with no AWS error in the answer"
+
+
+@pytest.mark.parametrize("bad", [
+    {"MessageAttributes": ["not", "a", "map"]},
+    {"MessageAttributes": {"blob": {"DataType": "Binary", "BinaryValue": "not base64!"}}},
+    {"MessageAttributes": {"blobs": {"DataType": "Binary", "BinaryListValues": ["abc"]}}},
+    {"Attributes": ["ApproximateReceiveCount", "1"]},
+], ids=["attributes-a-list", "binary-not-base64", "binary-list-not-base64", "system-attributes-a-list"])
+def test_one_message_we_cannot_read_is_skipped_and_the_rest_of_the_answer_delivered(
+    raw_server: Callable[..., RawServer], bad: dict[str, Any], caplog: pytest.LogCaptureFixture,
+) -> None:
+    good = {"MessageId": "m-good", "ReceiptHandle": "rh-good", "Body": "fine", "MD5OfBody": ""}
+    broken = {"MessageId": "m-bad", "ReceiptHandle": "rh-secret", "Body": "x", **bad}
+    answer = json.dumps({"Messages": [broken, good]}).encode()
+    server = raw_server(lambda connection, nth, request: http_reply(200, answer, {"Content-Type": "application/x-amz-json-1.0"}))
+    wire = SqsWire(server.url, "us-east-1", credentials(), concurrency=1, read_timeout=5)
+    queue = SqsQueue(None, QueueConfig(name="q"), server.url + "/1/q", "arn:aws:sqs:us-east-1:1:q", Registry().count, wire)
+    messages = queue.receive(10, 0)
+    assert [message.message_id for message in messages] == ["m-good"]
+    assert "received a message we cannot read" in caplog.text and "m-bad" in caplog.text
+    assert "rh-secret" not in caplog.text
+
 def sigv4_signature(request: bytes, secret: str) -> tuple[str, str]:
     """Recompute SigV4 from the bytes a server received (independently of botocore): (expected, sent)."""
     head, _, body = request.partition(b"\r\n\r\n")

@@ -136,9 +136,9 @@ class Receiver:
                 logger.info("queue=%s receive failed, trying again: %s", state.queue.name, state.last_error,
                             extra=fields(queue=state.queue.name))
             else:
-                log = logger.warning if state.failing_since is None else logger.debug
-                log("queue=%s receive failed, watching it instead: %s", state.queue.name, state.last_error,
-                    extra=fields(queue=state.queue.name))
+                # The watcher's first back-off is the WARNING (with how long it has failed), not this.
+                logger.debug("queue=%s receive failed, watching it instead: %s", state.queue.name, state.last_error,
+                             extra=fields(queue=state.queue.name))
                 state.failing_since = state.failing_since or time.monotonic()
             messages = []
         except Exception as error:  # the watcher takes over, with its backoff
