@@ -28,6 +28,7 @@ BATCH_SIZE = 10
 FLUSH_DELAY_SECONDS = 0.05  # a delete that waits this long costs nothing: the message stays hidden
 RETRY_BASE_SECONDS = 0.25
 RETRY_CAP_SECONDS = 5.0  # a settlement is tried again at least this often until its deadline
+EXPIRY_CHECK_SECONDS = 0.25
 GIVE_UP_LOG_SECONDS = 30.0  # given-up entries are logged together at most this often (counted at once)
 MIN_RETRY_WINDOW_SECONDS = 5.0  # even a message about to be visible again gets this long
 STALE_HANDLE_CODES = ("ReceiptHandleIsInvalid", "InvalidParameterValue", "MessageNotInflight")
@@ -86,6 +87,7 @@ class Batcher:
         self.unlogged: list[BatchEntry] = []  # given up and counted, not yet in a log line
         self.unlogged_reason = ""
         self.first_unlogged_at = 0.0
+        self.next_expiry_check = 0.0
 
     def add(self, entry: BatchEntry) -> None:
         entry.deadline = max(entry.deadline, time.monotonic() + MIN_RETRY_WINDOW_SECONDS)
@@ -132,7 +134,7 @@ class Batcher:
                     self.calls += 1  # the call has not started yet: spawning does not switch to it
         finally:
             self.flusher = None
-            self._log_given_up(force=True)
+            self.log_given_up(force=True)
 
     def _send_guarded(self, chunk: list[BatchEntry]) -> None:
         try:
@@ -151,7 +153,7 @@ class Batcher:
         While failing: nothing until the last probe has ended and the pause is over, then one probe."""
         now = time.monotonic()
         self._expire(now)
-        self._log_given_up()
+        self.log_given_up()
         if self.streak and (self.calls or now < self.resume_at):
             self._wait_for(None if self.calls else self.resume_at, now)
             return []
@@ -175,12 +177,17 @@ class Batcher:
         """Until `until` (time.monotonic(), None: no time of its own), a new entry, the end of a call, or the
         next deadline of an entry left waiting, whichever comes first."""
         deadline = min((entry.deadline for entry in (*self.retrying, *self.pending)), default=math.inf)
-        wake = min(math.inf if until is None else until, deadline)
+        wake = min(math.inf if until is None else until, max(deadline, self.next_expiry_check))
         self.has_new.clear()
         self.has_new.wait(None if wake == math.inf else max(0.0, wake - now))
 
     def _expire(self, now: float) -> None:
-        """Give up the entries that cannot be tried again before their deadline."""
+        """Give up the entries that cannot be tried again before their deadline. Fresh entries go out within
+        FLUSH_DELAY_SECONDS of their MIN_RETRY_WINDOW_SECONDS, so only retries and a failing streak need this,
+        and a look every EXPIRY_CHECK_SECONDS is enough (not one per chunk: the list may be long)."""
+        if not (self.streak or self.retrying) or now < self.next_expiry_check:
+            return
+        self.next_expiry_check = now + EXPIRY_CHECK_SECONDS
         earliest = max(now, self.resume_at) if self.streak else now
         late = [entry for entry in (*self.retrying, *self.pending)
                 if max(earliest, entry.not_before) >= entry.deadline]
@@ -234,7 +241,7 @@ class Batcher:
                     extra=fields(queue=self.queue_name, batch=self.kind))
         self.streak = 0
         self.resume_at = 0.0
-        self._log_given_up(force=True)
+        self.log_given_up(force=True)
         self.has_new.set()  # what waited behind the probes goes out now
 
     def _judge(self, chunk: list[BatchEntry], response: dict[str, Any]) -> None:
@@ -302,9 +309,10 @@ class Batcher:
             self.first_unlogged_at = time.monotonic()
         self.unlogged.extend(entries)
         self.unlogged_reason = reason
-        self._log_given_up()
+        self.log_given_up()
 
-    def _log_given_up(self, force: bool = False) -> None:
+    def log_given_up(self, force: bool = False) -> None:
+        """The line of the entries given up since the last one (see `_give_up`); `force`: now, at stop too."""
         if not self.unlogged or (not force and time.monotonic() - self.first_unlogged_at < GIVE_UP_LOG_SECONDS):
             return
         entries, self.unlogged = self.unlogged, []
