@@ -82,6 +82,25 @@ def test_an_empty_retry_budget_stops_retries_and_successes_refill_it(
     assert budget.tokens == 1  # a first-try success puts one token back
 
 
+
+def test_after_a_call_used_up_its_attempts_calls_are_tried_once_until_one_succeeds(
+    raw_server: Callable[..., RawServer],  # noqa: F811
+) -> None:
+    """An outage costs one request per call from its first seconds, not three per call in flight."""
+    failing = [True]
+    server = raw_server(lambda connection, nth, request: http_reply(503, b"") if failing[0] else SUCCESS_REPLY)
+    wire = wire_to(server)
+    for expected in (3, 4, 5):  # the first call: 3 attempts; then one each
+        with pytest.raises(botocore.exceptions.ClientError):
+            wire.delete_message_batch(QueueUrl="q", Entries=[])
+        assert len(server.requests) == expected
+    failing[0] = False
+    wire.delete_message_batch(QueueUrl="q", Entries=[])  # one attempt, and it succeeds
+    failing[0] = True
+    with pytest.raises(botocore.exceptions.ClientError):
+        wire.delete_message_batch(QueueUrl="q", Entries=[])
+    assert len(server.requests) == 6 + 3  # after a success, retries again
+
 def test_a_deadline_stops_retries_that_would_end_after_it(raw_server: Callable[..., RawServer]) -> None:  # noqa: F811
     server = raw_server(lambda connection, nth, request: THROTTLE_REPLY)
     wire = wire_to(server)

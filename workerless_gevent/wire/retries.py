@@ -4,6 +4,11 @@ botocore's standard mode: up to 3 attempts; throttles, 5xx answers, connection e
 are retried after `random() * 2^(attempt-1)` seconds (full jitter, at most 20 s); every retry
 spends tokens from a budget shared by the client (5 per retry, 10 after a timeout) that a success
 refills, so a dead endpoint quickly costs one attempt per call instead of three (no retry storm).
+
+One step further than botocore: a call that used up its attempts (or the budget) marks the endpoint
+failing, and until a call to it succeeds every call is tried once. An outage then costs one request
+per call from its first seconds, paced by the callers' own back-off (receive watchers, the batchers'
+probes), instead of three per call in flight until the budget runs dry.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ class RetryBudget:
     def __init__(self, tokens: int = BUDGET_TOKENS) -> None:
         self.capacity = tokens
         self.tokens = tokens
+        self.failing = False  # the last call that ended did so with retryable errors and no retry left
 
     def spend(self, cost: int) -> bool:
         if cost > self.tokens:
@@ -96,14 +102,18 @@ class Retrier:
                 result = attempt()
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
                 cost = self.cost(error)
+                if cost is None:
+                    raise
                 pause = backoff_seconds(number, self.rng)
-                past_deadline = deadline is not None and time.monotonic() + pause >= deadline
-                if (cost is None or number == self.max_attempts or past_deadline
-                        or not self.budget.spend(cost)):
+                if deadline is not None and time.monotonic() + pause >= deadline:
+                    raise
+                if number == self.max_attempts or self.budget.failing or not self.budget.spend(cost):
+                    self.budget.failing = True
                     raise
                 spent = cost
                 gevent.sleep(pause)
                 continue
+            self.budget.failing = False
             self.budget.refill(spent or SUCCESS_REFILL)
             return result
         raise AssertionError("unreachable: the last attempt returns or raises")
