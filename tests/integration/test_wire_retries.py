@@ -278,3 +278,22 @@ def test_deletes_given_up_in_an_outage_are_counted_at_once_and_logged_together_w
     assert all(message.message_id in errors[0] for message in messages), errors
     assert "gave up on delete of 25 messages" in errors[0] and "SQS will deliver them again" in errors[0]
     assert faulty_sqs.faulted_count("DeleteMessageBatch") <= 3 * 3 + 3  # 3 batches x 3 attempts, then probes
+
+
+def test_the_stop_probes_a_failing_batch_call_at_once_instead_of_waiting_out_the_pause(
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
+) -> None:
+    queue, registry = make_queue(), Registry()
+    sqs_q = queue_on(faulty_sqs, queue, registry, visibility_timeout=120)
+    messages = receive(sqs_q, sqs, queue, 5)
+    faulty_sqs.fail(INTERNAL_ERROR, ("DeleteMessageBatch",))
+    for message in messages:
+        sqs_q.delete(message)
+    batcher = sqs_q.batchers["delete"]
+    wait_until(lambda: batcher.streak >= 4 and batcher.calls == 0, 30, message="the calls never kept failing")
+    assert batcher.resume_at - time.monotonic() > 1.0  # a long pause ahead (2-4 s at this streak)
+    faulty_sqs.heal()
+    started = time.monotonic()
+    sqs_q.flush()  # what the stop does
+    assert time.monotonic() - started < 1.0
+    assert count_messages(sqs, queue.url) == 0 and registry.total("DeleteFailed") == 0

@@ -28,6 +28,7 @@ BATCH_SIZE = 10
 FLUSH_DELAY_SECONDS = 0.05  # a delete that waits this long costs nothing: the message stays hidden
 RETRY_BASE_SECONDS = 0.25
 RETRY_CAP_SECONDS = 5.0  # a settlement is tried again at least this often until its deadline
+DRAIN_RETRY_CAP_SECONDS = 0.5  # at stop, within the flush's few seconds, failing calls are probed this often
 EXPIRY_CHECK_SECONDS = 0.25
 GIVE_UP_LOG_SECONDS = 30.0  # given-up entries are logged together at most this often (counted at once)
 MIN_RETRY_WINDOW_SECONDS = 5.0  # even a message about to be visible again gets this long
@@ -107,6 +108,7 @@ class Batcher:
     def drain(self) -> gevent.Greenlet | None:
         """At stop: send what is pending without waiting for fuller batches; the flusher to wait for."""
         self.is_draining = True
+        self.resume_at = min(self.resume_at, time.monotonic())  # the stop's time is short: probe at once
         if self.left():
             self._ensure_flusher()
         self.is_full.set()
@@ -225,7 +227,8 @@ class Batcher:
             logger.debug("queue=%s %s batch failed again (%d in a row): %s", self.queue_name, self.kind,
                          self.streak + 1, reason, extra=fields(queue=self.queue_name, batch=self.kind))
         self.streak += 1
-        pause = self.rng.uniform(0.5, 1.0) * min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2**self.streak)
+        cap = DRAIN_RETRY_CAP_SECONDS if self.is_draining else RETRY_CAP_SECONDS
+        pause = self.rng.uniform(0.5, 1.0) * min(cap, RETRY_BASE_SECONDS * 2**self.streak)
         self.resume_at = max(self.resume_at, now + pause)
         for entry in chunk:
             entry.attempts += 1
