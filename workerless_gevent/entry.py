@@ -17,10 +17,12 @@ def main() -> int:
     import sys
 
     early = None
-    if len(sys.argv) > 1 and sys.argv[1] not in ("check", "send", "demo", "-h", "--help", "--version"):
+    command = sys.argv[1] if len(sys.argv) > 1 else ""  # none: a run configured by WORKERLESS_* alone
+    if command not in ("check", "send", "demo", "-h", "--help", "--version"):
         from . import hangup
 
         hangup.hold()  # a reload asked for while starting is done once running, instead of ending the process
+    if command and command not in ("check", "send", "demo", "-h", "--help", "--version"):
         # Region and credentials resolve in a child process while this one patches and imports (aws.child).
         from .aws.child import EarlyResolution
 

@@ -378,7 +378,9 @@ def test_a_30s_sqs_outage_with_deletes_waiting_is_neither_hammered_nor_flooded_a
         assert len(lines[queue.name]) <= MAX_LOG_LINES_PER_QUEUE, lines[queue.name]
         assert given_up.get(queue.name) == 5, given_up  # each delete given up at its message's deadline, counted
         assert any("gave up on delete of 5 messages" in line for line in lines[queue.name]), lines[queue.name]
-    assert set(faulty_app.succeeded_bodies()) == bodies  # delivered again after the outage: nothing lost
+    # Each was answered 200 before the outage, its delete given up, and answered 200 again after it.
+    answered = Counter(faulty_app.succeeded_bodies())
+    assert set(answered) == bodies and min(answered.values()) >= 2, answered
 
 
 # ---------------------------------------------------------------- (c) Lambda, CloudWatch and DynamoDB faults

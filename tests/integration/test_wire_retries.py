@@ -249,9 +249,10 @@ def test_while_delete_batches_fail_one_probe_at_a_time_goes_out_and_the_rest_fol
     healed = time.monotonic()
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 20, message="deletes never landed after the outage")
     landed = time.monotonic() - healed
-    # The first wave: the 5 batches of the 50 deletes, each tried 3 times by the wire. After it, one probe
-    # per pause of 2.5-5 s (the streak is 5 calls long at once), not 5 batches x 3 attempts per round.
-    assert calls <= 5 * 3 + 8 and after_first_wave <= 8 / 2.5 + 1, (calls, after_first_wave)
+    # The first wave: the 5 batches of the 50 deletes, each tried up to 3 times by the wire (fewer once one
+    # has used up its attempts). After it, one probe per pause (0.25-0.5 s, doubling to 2.5-5 s: probes
+    # start at about 0.3, 1, 2.3, 5, 8.5, 12 s at the earliest), not 5 batches x 3 attempts per round.
+    assert calls <= 5 * 3 + 7 and after_first_wave <= 4, (calls, after_first_wave)
     assert landed <= RETRY_CAP_SECONDS + 2, landed
     assert registry.total("DeleteFailed") == 0 and registry.total("InternalErrors", OVERALL) == 0
     lines = [(record.levelname, record.getMessage()) for record in caplog.records
@@ -297,3 +298,20 @@ def test_the_stop_probes_a_failing_batch_call_at_once_instead_of_waiting_out_the
     sqs_q.flush()  # what the stop does
     assert time.monotonic() - started < 1.0
     assert count_messages(sqs, queue.url) == 0 and registry.total("DeleteFailed") == 0
+
+
+def test_a_streak_of_any_length_keeps_its_pause_and_gives_entries_up_counted(
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
+) -> None:
+    """Hours of failed probes (a streak in the thousands) must not overflow the pause's doubling."""
+    queue, registry = make_queue(), Registry()
+    sqs_q = queue_on(faulty_sqs, queue, registry, visibility_timeout=3)
+    messages = receive(sqs_q, sqs, queue, 3)
+    faulty_sqs.fail(INTERNAL_ERROR, ("DeleteMessageBatch",))
+    batcher = sqs_q.batchers["delete"]
+    batcher.streak = 5000  # as after hours of failed probes
+    for message in messages:
+        sqs_q.delete(message)
+    wait_until(lambda: registry.total("DeleteFailed", queue.name) == 3, 30, message="not given up")
+    assert registry.total("InternalErrors", OVERALL) == 0
+    assert faulty_sqs.faulted_count("DeleteMessageBatch") <= 3  # 5 s of retries: probes 2.5-5 s apart

@@ -28,6 +28,10 @@ BATCH_SIZE = 10
 FLUSH_DELAY_SECONDS = 0.05  # a delete that waits this long costs nothing: the message stays hidden
 RETRY_BASE_SECONDS = 0.25
 RETRY_CAP_SECONDS = 5.0  # a settlement is tried again at least this often until its deadline
+MAX_DOUBLINGS = 8  # 2**8 * RETRY_BASE_SECONDS is past every cap; no overflow after a long streak
+ANNOUNCE_AFTER_SECONDS = 10.0
+QUIET_SECONDS = 60.0
+IDS_PER_LINE = 100  # message ids per give-up line (a line stays a few KB)
 DRAIN_RETRY_CAP_SECONDS = 0.5  # at stop, within the flush's few seconds, failing calls are probed this often
 EXPIRY_CHECK_SECONDS = 0.25
 GIVE_UP_LOG_SECONDS = 30.0  # given-up entries are logged together at most this often (counted at once)
@@ -59,8 +63,11 @@ class Batcher:
 
     While calls fail as a whole (SQS unreachable, throttling past the wire's own retries, answers we cannot
     read), the batcher probes instead of storming: one call at a time, after a jittered exponential pause
-    (at most RETRY_CAP_SECONDS), with the entries of the failed calls regrouped into full batches. The
-    first failure of such a streak is one WARNING and its end one INFO line; entries whose deadline comes
+    (at most RETRY_CAP_SECONDS), with the entries of the failed calls regrouped into full batches. Only a
+    failed probe makes the pause longer: calls already on their way when the failures began start the
+    streak, whatever their number. A streak is one WARNING when it begins and one INFO line when it ends;
+    one that begins within QUIET_SECONDS of the last announced end is announced only once it has lasted
+    ANNOUNCE_AFTER_SECONDS, so a flapping endpoint cannot flood the log. Entries whose deadline comes
     first are given up and counted at once, and logged together (`_give_up`)."""
 
     def __init__(self, queue_name: str, kind: str, send: Callable[[list[BatchEntry], float], dict[str, Any]],
@@ -82,18 +89,21 @@ class Batcher:
         self.is_full = gevent.event.Event()
         self.has_new = gevent.event.Event()
         self.is_draining = False
-        self.streak = 0  # calls in a row that failed as a whole; while > 0, one probe at a time
+        self.streak = 0  # 1 + probes in a row that failed; while > 0, one probe at a time
         self.resume_at = 0.0  # time.monotonic() before which no probe starts
         self.failing_since = 0.0
-        self.unlogged: list[BatchEntry] = []  # given up and counted, not yet in a log line
-        self.unlogged_reason = ""
+        self.announced = False  # this streak's WARNING is out
+        self.quiet_until = 0.0  # a streak that begins before this is announced late (see the class)
+        self.unlogged: dict[str, list[BatchEntry]] = {}  # reason -> given up and counted, not yet logged
+        self.last_reason = ""  # of the latest failure: the reason of entries whose deadline passes meanwhile
         self.first_unlogged_at = 0.0
         self.next_expiry_check = 0.0
 
     def add(self, entry: BatchEntry) -> None:
         entry.deadline = max(entry.deadline, time.monotonic() + MIN_RETRY_WINDOW_SECONDS)
         self.pending.append(entry)
-        self.has_new.set()
+        if not self.streak:  # while failing, a new entry waits for the next probe: no need to wake the flusher
+            self.has_new.set()
         if len(self.pending) >= BATCH_SIZE:
             self.is_full.set()
         self._ensure_flusher()
@@ -139,13 +149,14 @@ class Batcher:
             self.log_given_up(force=True)
 
     def _send_guarded(self, chunk: list[BatchEntry]) -> None:
+        probing = self.streak > 0
         try:
-            self._send(chunk)
+            self._send(chunk, probing)
         except Exception as error:  # a bug or an answer we never expected: try the chunk again later
             self.count(OVERALL, "InternalErrors")
             log_unexpected(logger, f"queue={self.queue_name} {self.kind} batch", error,
                            **fields(queue=self.queue_name, batch=self.kind))
-            self._call_failed(chunk, f"{type(error).__name__}: {error}")
+            self._call_failed(chunk, f"{type(error).__name__}: {error}", probing)
         finally:
             self.calls -= 1
             self.has_new.set()  # the flusher may be waiting for this call to end
@@ -197,13 +208,13 @@ class Batcher:
             gone = set(map(id, late))
             self.retrying = [entry for entry in self.retrying if id(entry) not in gone]
             self.pending = [entry for entry in self.pending if id(entry) not in gone]
-            self._give_up(late, self.unlogged_reason or "no call succeeded before the message's deadline")
+            self._give_up(late, self.last_reason or "no call succeeded before the message's deadline")
 
-    def _send(self, chunk: list[BatchEntry]) -> None:
+    def _send(self, chunk: list[BatchEntry], probing: bool) -> None:
         self.count(self.queue_name, "SqsRequests")
         # The wire retries a call (botocore's standard mode) until its first message's deadline; a probe is
         # itself the retry, so it is sent once.
-        retry_until = 0.0 if self.streak else min(entry.deadline for entry in chunk)
+        retry_until = 0.0 if probing else min(entry.deadline for entry in chunk)
         try:
             response = self.send(chunk, retry_until)
         except AWS_ERRORS as error:
@@ -211,37 +222,43 @@ class Batcher:
             if retry_cost(error) is None and not error_code(error).endswith(REFRESHED_CODES):
                 self._give_up(chunk, text)
             else:
-                self._call_failed(chunk, text)
+                self._call_failed(chunk, text, probing)
             return
         self._judge(chunk, response)
         self._recovered()
 
-    def _call_failed(self, chunk: list[BatchEntry], reason: str) -> None:
-        """A whole call failed: its entries wait for the next probe, and the pause before it grows."""
+    def _call_failed(self, chunk: list[BatchEntry], reason: str, probing: bool) -> None:
+        """A whole call failed: its entries wait for the next probe; a failed probe makes the pause longer."""
+        self.retrying.extend(chunk)  # first: nothing below may lose them
+        for entry in chunk:
+            entry.attempts += 1
         now = time.monotonic()
         if not self.streak:
             self.failing_since = now
+            self.announced = False
+        self.streak = self.streak + 1 if probing else max(self.streak, 1)
+        self.last_reason = reason
+        if not self.announced and (now >= self.quiet_until or now - self.failing_since >= ANNOUNCE_AFTER_SECONDS):
+            self.announced = True
             logger.warning("queue=%s %s batches are failing (%s); retrying them until each message's deadline",
                            self.queue_name, self.kind, reason, extra=fields(queue=self.queue_name, batch=self.kind))
         else:
-            logger.debug("queue=%s %s batch failed again (%d in a row): %s", self.queue_name, self.kind,
-                         self.streak + 1, reason, extra=fields(queue=self.queue_name, batch=self.kind))
-        self.streak += 1
+            logger.debug("queue=%s %s batch failed (streak %d): %s", self.queue_name, self.kind, self.streak,
+                         reason, extra=fields(queue=self.queue_name, batch=self.kind))
         cap = DRAIN_RETRY_CAP_SECONDS if self.is_draining else RETRY_CAP_SECONDS
-        pause = self.rng.uniform(0.5, 1.0) * min(cap, RETRY_BASE_SECONDS * 2**self.streak)
+        pause = self.rng.uniform(0.5, 1.0) * min(cap, RETRY_BASE_SECONDS * 2**min(self.streak, MAX_DOUBLINGS))
         self.resume_at = max(self.resume_at, now + pause)
-        for entry in chunk:
-            entry.attempts += 1
-        self.retrying.extend(chunk)
-        self.unlogged_reason = reason
         self.has_new.set()
 
     def _recovered(self) -> None:
         if not self.streak:
             return
-        logger.info("queue=%s %s batches succeed again after %d failed calls over %s", self.queue_name, self.kind,
-                    self.streak, duration_text(time.monotonic() - self.failing_since),
-                    extra=fields(queue=self.queue_name, batch=self.kind))
+        now = time.monotonic()
+        log = logger.info if self.announced else logger.debug
+        log("queue=%s %s batches succeed again after failing for %s", self.queue_name, self.kind,
+            duration_text(now - self.failing_since), extra=fields(queue=self.queue_name, batch=self.kind))
+        if self.announced:
+            self.quiet_until = now + QUIET_SECONDS
         self.streak = 0
         self.resume_at = 0.0
         self.log_given_up(force=True)
@@ -294,39 +311,44 @@ class Batcher:
         now = time.monotonic()
         for entry in entries:
             entry.attempts += 1
-            entry.not_before = now + self.rng.uniform(0, min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2**entry.attempts))
+            doublings = min(entry.attempts, MAX_DOUBLINGS)
+            entry.not_before = now + self.rng.uniform(0, min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2**doublings))
             self.retrying.append(entry)
         logger.debug("queue=%s %s of %d messages failed, trying again: %s", self.queue_name, self.kind,
                      len(entries), reason, extra=fields(queue=self.queue_name, batch=self.kind))
-        self.unlogged_reason = reason
+        self.last_reason = reason
         self.has_new.set()
 
     def _give_up(self, entries: list[BatchEntry], reason: str) -> None:
-        """Counted at once; logged with their message ids when the flusher ends or the calls succeed again,
-        or GIVE_UP_LOG_SECONDS after the first of them, whichever comes first."""
+        """Counted at once; logged with their message ids, by reason, when the flusher ends, the calls succeed
+        again or the stop flushes, or GIVE_UP_LOG_SECONDS after the first of them, whichever comes first."""
         entries = [entry for entry in entries if not (entry.is_heartbeat and entry.message.settled)]
         if not entries:
             return
         self.count(self.queue_name, "DeleteFailed" if self.kind == "delete" else "VisibilityFailed", len(entries))
         if not self.unlogged:
             self.first_unlogged_at = time.monotonic()
-        self.unlogged.extend(entries)
-        self.unlogged_reason = reason
+        self.unlogged.setdefault(reason, []).extend(entries)
         self.log_given_up()
 
     def log_given_up(self, force: bool = False) -> None:
-        """The line of the entries given up since the last one (see `_give_up`); `force`: now, at stop too."""
+        """The lines of the entries given up since the last ones (see `_give_up`); `force`: now, at stop too.
+        One line per reason and per IDS_PER_LINE messages, so that every id is logged in lines of bounded size."""
         if not self.unlogged or (not force and time.monotonic() - self.first_unlogged_at < GIVE_UP_LOG_SECONDS):
             return
-        entries, self.unlogged = self.unlogged, []
+        unlogged, self.unlogged = self.unlogged, {}
+        for reason, entries in unlogged.items():
+            for start in range(0, len(entries), IDS_PER_LINE):
+                self._log_give_up_line(entries[start:start + IDS_PER_LINE], reason)
+
+    def _log_give_up_line(self, entries: list[BatchEntry], reason: str) -> None:
         ids = ",".join(entry.message.message_id for entry in entries)
         heartbeats = sum(entry.is_heartbeat for entry in entries)
         cost = ("SQS will deliver them again" if self.kind == "delete"
                 else "they may be delivered again while still running" if heartbeats == len(entries)
                 else "they keep their current visibility")
         logger.error("queue=%s gave up on %s of %d messages (message=%s) after %d attempts: %s; %s", self.queue_name,
-                     self.kind, len(entries), ids, max(entry.attempts for entry in entries) + 1,
-                     self.unlogged_reason, cost,
+                     self.kind, len(entries), ids, max(entry.attempts for entry in entries) + 1, reason, cost,
                      extra=fields(queue=self.queue_name, batch=self.kind, message_id=ids, outcome="given up"))
 
     @staticmethod
