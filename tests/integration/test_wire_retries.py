@@ -4,6 +4,7 @@ message's own deadline: throttles, 5xx, resets and answers nobody expected, on r
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -315,3 +316,33 @@ def test_a_streak_of_any_length_keeps_its_pause_and_gives_entries_up_counted(
     wait_until(lambda: registry.total("DeleteFailed", queue.name) == 3, 30, message="not given up")
     assert registry.total("InternalErrors", OVERALL) == 0
     assert faulty_sqs.faulted_count("DeleteMessageBatch") <= 3  # 5 s of retries: probes 2.5-5 s apart
+
+
+def test_a_flapping_endpoint_is_announced_once_not_at_every_flap(
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Three failed requests (a call's every attempt), then one that succeeds, again and again: after the
+    first announced recovery, a streak must last 10 s to be announced again."""
+    queue, registry = make_queue(), Registry()
+    sqs_q = queue_on(faulty_sqs, queue, registry, visibility_timeout=120)
+    messages = receive(sqs_q, sqs, queue, 10)
+    caplog.set_level("INFO", logger="workerless_gevent")
+    seen = [0]
+
+    def flap(action: str, params: dict[str, Any]) -> Reply | None:
+        if action != "DeleteMessageBatch":
+            return None
+        seen[0] += 1
+        return INTERNAL_ERROR if seen[0] % 4 else None
+
+    faulty_sqs.fault = flap
+    for message in messages:  # one call each, spaced past the batching delay
+        sqs_q.delete(message)
+        wait_until(lambda: sqs_q.pending_count() == 0, 30, interval=0.05, message="a delete never landed")
+    assert count_messages(sqs, queue.url) == 0 and registry.total("DeleteFailed") == 0
+    flaps = sum(1 for record in caplog.records if "succeed again" in record.getMessage())
+    lines = [(record.levelname, record.getMessage()[:60]) for record in caplog.records
+             if record.name.startswith("workerless_gevent") and record.levelno >= logging.INFO]
+    assert faulty_sqs.faulted_count("DeleteMessageBatch") >= 3 * 5, "the endpoint did not flap 5 times"
+    assert [level for level, _ in lines] == ["WARNING", "INFO"], lines
+    assert flaps == 1
