@@ -17,7 +17,7 @@ from tests.integration.test_sqs_wire import RawServer, credentials, http_reply, 
 from tests.support import Queue, count_messages, wait_until
 from tests.support.faults import INTERNAL_ERROR, THROTTLED, FaultySqs, aws_error, faulty_sqs_fixture  # noqa: F401
 from tests.support.http_app import Reply
-from workerless_gevent.delivery.batching import RETRY_CAP_SECONDS
+from workerless_gevent.delivery.batch_failures import RETRY_CAP_SECONDS
 from workerless_gevent.config.model import QueueConfig
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import OVERALL, Registry
@@ -257,7 +257,7 @@ def test_while_delete_batches_fail_one_probe_at_a_time_goes_out_and_the_rest_fol
     assert landed <= RETRY_CAP_SECONDS + 2, landed
     assert registry.total("DeleteFailed") == 0 and registry.total("InternalErrors", OVERALL) == 0
     lines = [(record.levelname, record.getMessage()) for record in caplog.records
-             if record.name.startswith("workerless_gevent")]
+             if f"queue={queue.name} " in record.getMessage()]
     assert len(lines) == 2, lines
     assert lines[0][0] == "WARNING" and lines[0][1].startswith(f"queue={queue.name} delete batches are failing ("), lines
     assert lines[1][0] == "INFO" and lines[1][1].startswith(f"queue={queue.name} delete batches succeed again after "), lines
@@ -275,7 +275,8 @@ def test_deletes_given_up_in_an_outage_are_counted_at_once_and_logged_together_w
         sqs_q.delete(message)
     wait_until(lambda: registry.total("DeleteFailed", queue.name) == 25, 30, message="never given up")
     wait_until(lambda: sqs_q.pending_count() == 0 and sqs_q.batchers["delete"].flusher is None, 10)
-    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    errors = [record.getMessage() for record in caplog.records
+              if record.levelname == "ERROR" and f"queue={queue.name} " in record.getMessage()]
     assert len(errors) == 1, errors  # every give-up of the episode in one line, with every id
     assert all(message.message_id in errors[0] for message in messages), errors
     assert "gave up on delete of 25 messages" in errors[0] and "SQS will deliver them again" in errors[0]
@@ -292,8 +293,8 @@ def test_the_stop_probes_a_failing_batch_call_at_once_instead_of_waiting_out_the
     for message in messages:
         sqs_q.delete(message)
     batcher = sqs_q.batchers["delete"]
-    wait_until(lambda: batcher.streak >= 4 and batcher.calls == 0, 30, message="the calls never kept failing")
-    assert batcher.resume_at - time.monotonic() > 1.0  # a long pause ahead (2-4 s at this streak)
+    wait_until(lambda: batcher.streak.length >= 4 and batcher.calls == 0, 30, message="the calls never kept failing")
+    assert batcher.streak.resume_at - time.monotonic() > 1.0  # a long pause ahead (2-4 s at this streak)
     faulty_sqs.heal()
     started = time.monotonic()
     sqs_q.flush()  # what the stop does
@@ -310,7 +311,7 @@ def test_a_streak_of_any_length_keeps_its_pause_and_gives_entries_up_counted(
     messages = receive(sqs_q, sqs, queue, 3)
     faulty_sqs.fail(INTERNAL_ERROR, ("DeleteMessageBatch",))
     batcher = sqs_q.batchers["delete"]
-    batcher.streak = 5000  # as after hours of failed probes
+    batcher.streak.length = 5000  # as after hours of failed probes
     for message in messages:
         sqs_q.delete(message)
     wait_until(lambda: registry.total("DeleteFailed", queue.name) == 3, 30, message="not given up")
@@ -340,9 +341,9 @@ def test_a_flapping_endpoint_is_announced_once_not_at_every_flap(
         sqs_q.delete(message)
         wait_until(lambda: sqs_q.pending_count() == 0, 30, interval=0.05, message="a delete never landed")
     assert count_messages(sqs, queue.url) == 0 and registry.total("DeleteFailed") == 0
-    flaps = sum(1 for record in caplog.records if "succeed again" in record.getMessage())
-    lines = [(record.levelname, record.getMessage()[:60]) for record in caplog.records
-             if record.name.startswith("workerless_gevent") and record.levelno >= logging.INFO]
+    flaps = sum(1 for record in caplog.records if f"queue={queue.name} delete batches succeed again" in record.getMessage())
+    lines = [(record.levelname, record.getMessage()[:60]) for record in caplog.records  # this test's queue only:
+             if f"queue={queue.name} " in record.getMessage() and record.levelno >= logging.INFO]  # others' may linger
     assert faulty_sqs.faulted_count("DeleteMessageBatch") >= 3 * 5, "the endpoint did not flap 5 times"
     assert [level for level, _ in lines] == ["WARNING", "INFO"], lines
     assert flaps == 1

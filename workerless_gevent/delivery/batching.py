@@ -8,7 +8,6 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import gevent
@@ -16,41 +15,23 @@ import gevent.event
 import gevent.pool
 
 from ..errors import AWS_ERRORS, describe_error, error_code
-from ..logs import duration_text, fields
-from ..message import Message
+from ..logs import fields
 from ..metrics import OVERALL
 from ..supervision import log_unexpected
 from ..wire.retries import THROTTLE_CODES, TRANSIENT_CODES, retry_cost
+from .batch_failures import RETRY_CAP_SECONDS, BatchEntry, Count, GiveUps, Streak, backoff_seconds
+
+__all__ = ["BATCH_SIZE", "RETRY_CAP_SECONDS", "STALE_HANDLE_CODES", "BatchEntry", "Batcher", "UnexpectedAnswer"]
 
 logger = logging.getLogger(__name__)
 
 BATCH_SIZE = 10
 FLUSH_DELAY_SECONDS = 0.05  # a delete that waits this long costs nothing: the message stays hidden
-RETRY_BASE_SECONDS = 0.25
-RETRY_CAP_SECONDS = 5.0  # a settlement is tried again at least this often until its deadline
-MAX_DOUBLINGS = 8  # 2**8 * RETRY_BASE_SECONDS is past every cap; no overflow after a long streak
-ANNOUNCE_AFTER_SECONDS = 10.0
-QUIET_SECONDS = 60.0
-IDS_PER_LINE = 100  # message ids per give-up line (a line stays a few KB)
-DRAIN_RETRY_CAP_SECONDS = 0.5  # at stop, within the flush's few seconds, failing calls are probed this often
 EXPIRY_CHECK_SECONDS = 0.25
-GIVE_UP_LOG_SECONDS = 30.0  # given-up entries are logged together at most this often (counted at once)
 MIN_RETRY_WINDOW_SECONDS = 5.0  # even a message about to be visible again gets this long
 STALE_HANDLE_CODES = ("ReceiptHandleIsInvalid", "InvalidParameterValue", "MessageNotInflight")
 # Refreshable credentials are fetched anew on the next signature: worth another try.
 REFRESHED_CODES = ("ExpiredToken", "ExpiredTokenException", "RequestExpired")
-
-Count = Callable[..., None]  # Registry.count(queue, name, amount=1)
-
-
-@dataclass(slots=True, eq=False)
-class BatchEntry:
-    message: Message
-    visibility_timeout_seconds: int | None  # None means delete
-    deadline: float  # time.monotonic() past which no retry starts: the message is visible again by then
-    is_heartbeat: bool = False
-    attempts: int = 0
-    not_before: float = 0.0  # time.monotonic() of its next try
 
 
 class UnexpectedAnswer(ValueError):
@@ -63,12 +44,9 @@ class Batcher:
 
     While calls fail as a whole (SQS unreachable, throttling past the wire's own retries, answers we cannot
     read), the batcher probes instead of storming: one call at a time, after a jittered exponential pause
-    (at most RETRY_CAP_SECONDS), with the entries of the failed calls regrouped into full batches. Only a
-    failed probe makes the pause longer: calls already on their way when the failures began start the
-    streak, whatever their number. A streak is one WARNING when it begins and one INFO line when it ends;
-    one that begins within QUIET_SECONDS of the last announced end is announced only once it has lasted
-    ANNOUNCE_AFTER_SECONDS, so a flapping endpoint cannot flood the log. Entries whose deadline comes
-    first are given up and counted at once, and logged together (`_give_up`)."""
+    (at most RETRY_CAP_SECONDS; `batch_failures.Streak`), with the entries of the failed calls regrouped
+    into full batches. Entries whose deadline comes first are given up, counted at once and logged
+    together (`batch_failures.GiveUps`)."""
 
     def __init__(self, queue_name: str, kind: str, send: Callable[[list[BatchEntry], float], dict[str, Any]],
                  count: Count, rng: random.Random, max_in_flight: int = 1) -> None:
@@ -89,20 +67,15 @@ class Batcher:
         self.is_full = gevent.event.Event()
         self.has_new = gevent.event.Event()
         self.is_draining = False
-        self.streak = 0  # 1 + probes in a row that failed; while > 0, one probe at a time
-        self.resume_at = 0.0  # time.monotonic() before which no probe starts
-        self.failing_since = 0.0
-        self.announced = False  # this streak's WARNING is out
-        self.quiet_until = 0.0  # a streak that begins before this is announced late (see the class)
-        self.unlogged: dict[str, list[BatchEntry]] = {}  # reason -> given up and counted, not yet logged
+        self.streak = Streak(queue_name, kind, rng)  # while its length > 0, one probe at a time
+        self.given_up = GiveUps(queue_name, kind, count)
         self.last_reason = ""  # of the latest failure: the reason of entries whose deadline passes meanwhile
-        self.first_unlogged_at = 0.0
         self.next_expiry_check = 0.0
 
     def add(self, entry: BatchEntry) -> None:
         entry.deadline = max(entry.deadline, time.monotonic() + MIN_RETRY_WINDOW_SECONDS)
         self.pending.append(entry)
-        if not self.streak:  # while failing, a new entry waits for the next probe: no need to wake the flusher
+        if not self.streak.length:  # while failing, a new entry waits for the next probe: no need to wake the flusher
             self.has_new.set()
         if len(self.pending) >= BATCH_SIZE:
             self.is_full.set()
@@ -118,7 +91,7 @@ class Batcher:
     def drain(self) -> gevent.Greenlet | None:
         """At stop: send what is pending without waiting for fuller batches; the flusher to wait for."""
         self.is_draining = True
-        self.resume_at = min(self.resume_at, time.monotonic())  # the stop's time is short: probe at once
+        self.streak.probe_now()
         if self.left():
             self._ensure_flusher()
         self.is_full.set()
@@ -146,10 +119,10 @@ class Batcher:
                     self.calls += 1  # the call has not started yet: spawning does not switch to it
         finally:
             self.flusher = None
-            self.log_given_up(force=True)
+            self.given_up.log(force=True)
 
     def _send_guarded(self, chunk: list[BatchEntry]) -> None:
-        probing = self.streak > 0
+        probing = self.streak.length > 0
         try:
             self._send(chunk, probing)
         except Exception as error:  # a bug or an answer we never expected: try the chunk again later
@@ -166,11 +139,11 @@ class Batcher:
         While failing: nothing until the last probe has ended and the pause is over, then one probe."""
         now = time.monotonic()
         self._expire(now)
-        self.log_given_up()
-        if self.streak and (self.calls or now < self.resume_at):
-            self._wait_for(None if self.calls else self.resume_at, now)
+        self.given_up.log()
+        if self.streak.length and (self.calls or now < self.streak.resume_at):
+            self._wait_for(None if self.calls else self.streak.resume_at, now)
             return []
-        due = self.retrying if self.streak else [entry for entry in self.retrying if entry.not_before <= now]
+        due = self.retrying if self.streak.length else [entry for entry in self.retrying if entry.not_before <= now]
         if not due and not self.pending:
             self._wait_for(min((entry.not_before for entry in self.retrying), default=None), now)
             return []
@@ -198,17 +171,17 @@ class Batcher:
         """Give up the entries that cannot be tried again before their deadline. Fresh entries go out within
         FLUSH_DELAY_SECONDS of their MIN_RETRY_WINDOW_SECONDS, so only retries and a failing streak need this,
         and a look every EXPIRY_CHECK_SECONDS is enough (not one per chunk: the list may be long)."""
-        if not (self.streak or self.retrying) or now < self.next_expiry_check:
+        if not (self.streak.length or self.retrying) or now < self.next_expiry_check:
             return
         self.next_expiry_check = now + EXPIRY_CHECK_SECONDS
-        earliest = max(now, self.resume_at) if self.streak else now
+        earliest = max(now, self.streak.resume_at) if self.streak.length else now
         late = [entry for entry in (*self.retrying, *self.pending)
                 if max(earliest, entry.not_before) >= entry.deadline]
         if late:
             gone = set(map(id, late))
             self.retrying = [entry for entry in self.retrying if id(entry) not in gone]
             self.pending = [entry for entry in self.pending if id(entry) not in gone]
-            self._give_up(late, self.last_reason or "no call succeeded before the message's deadline")
+            self.given_up.add(late, self.last_reason or "no call succeeded before the message's deadline")
 
     def _send(self, chunk: list[BatchEntry], probing: bool) -> None:
         self.count(self.queue_name, "SqsRequests")
@@ -220,7 +193,7 @@ class Batcher:
         except AWS_ERRORS as error:
             text = self._hide_handles(describe_error(error), chunk)
             if retry_cost(error) is None and not error_code(error).endswith(REFRESHED_CODES):
-                self._give_up(chunk, text)
+                self.given_up.add(chunk, text)
             else:
                 self._call_failed(chunk, text, probing)
             return
@@ -232,37 +205,14 @@ class Batcher:
         self.retrying.extend(chunk)  # first: nothing below may lose them
         for entry in chunk:
             entry.attempts += 1
-        now = time.monotonic()
-        if not self.streak:
-            self.failing_since = now
-            self.announced = False
-        self.streak = self.streak + 1 if probing else max(self.streak, 1)
         self.last_reason = reason
-        if not self.announced and (now >= self.quiet_until or now - self.failing_since >= ANNOUNCE_AFTER_SECONDS):
-            self.announced = True
-            logger.warning("queue=%s %s batches are failing (%s); retrying them until each message's deadline",
-                           self.queue_name, self.kind, reason, extra=fields(queue=self.queue_name, batch=self.kind))
-        else:
-            logger.debug("queue=%s %s batch failed (streak %d): %s", self.queue_name, self.kind, self.streak,
-                         reason, extra=fields(queue=self.queue_name, batch=self.kind))
-        cap = DRAIN_RETRY_CAP_SECONDS if self.is_draining else RETRY_CAP_SECONDS
-        pause = self.rng.uniform(0.5, 1.0) * min(cap, RETRY_BASE_SECONDS * 2**min(self.streak, MAX_DOUBLINGS))
-        self.resume_at = max(self.resume_at, now + pause)
+        self.streak.failed(reason, probing, self.is_draining)
         self.has_new.set()
 
     def _recovered(self) -> None:
-        if not self.streak:
-            return
-        now = time.monotonic()
-        log = logger.info if self.announced else logger.debug
-        log("queue=%s %s batches succeed again after failing for %s", self.queue_name, self.kind,
-            duration_text(now - self.failing_since), extra=fields(queue=self.queue_name, batch=self.kind))
-        if self.announced:
-            self.quiet_until = now + QUIET_SECONDS
-        self.streak = 0
-        self.resume_at = 0.0
-        self.log_given_up(force=True)
-        self.has_new.set()  # what waited behind the probes goes out now
+        if self.streak.ended():
+            self.given_up.log(force=True)
+            self.has_new.set()  # what waited behind the probes goes out now
 
     def _judge(self, chunk: list[BatchEntry], response: dict[str, Any]) -> None:
         """Per-entry results: retry the retryable failures and any entry the answer left out."""
@@ -287,7 +237,7 @@ class Batcher:
             elif failure.get("SenderFault") is not True or code.endswith(THROTTLE_CODES + TRANSIENT_CODES):
                 retry.append(entry)
             else:
-                self._give_up([entry], self._hide_handles(f"{code}: {failure.get('Message', '')}", [entry]))
+                self.given_up.add([entry], self._hide_handles(f"{code}: {failure.get('Message', '')}", [entry]))
         if strangers:
             logger.warning("queue=%s %s batch answer names %d entries we did not send: %.300r", self.queue_name,
                            self.kind, len(strangers), strangers, extra=fields(queue=self.queue_name, batch=self.kind))
@@ -311,45 +261,12 @@ class Batcher:
         now = time.monotonic()
         for entry in entries:
             entry.attempts += 1
-            doublings = min(entry.attempts, MAX_DOUBLINGS)
-            entry.not_before = now + self.rng.uniform(0, min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2**doublings))
+            entry.not_before = now + backoff_seconds(entry.attempts, self.rng)
             self.retrying.append(entry)
         logger.debug("queue=%s %s of %d messages failed, trying again: %s", self.queue_name, self.kind,
                      len(entries), reason, extra=fields(queue=self.queue_name, batch=self.kind))
         self.last_reason = reason
         self.has_new.set()
-
-    def _give_up(self, entries: list[BatchEntry], reason: str) -> None:
-        """Counted at once; logged with their message ids, by reason, when the flusher ends, the calls succeed
-        again or the stop flushes, or GIVE_UP_LOG_SECONDS after the first of them, whichever comes first."""
-        entries = [entry for entry in entries if not (entry.is_heartbeat and entry.message.settled)]
-        if not entries:
-            return
-        self.count(self.queue_name, "DeleteFailed" if self.kind == "delete" else "VisibilityFailed", len(entries))
-        if not self.unlogged:
-            self.first_unlogged_at = time.monotonic()
-        self.unlogged.setdefault(reason, []).extend(entries)
-        self.log_given_up()
-
-    def log_given_up(self, force: bool = False) -> None:
-        """The lines of the entries given up since the last ones (see `_give_up`); `force`: now, at stop too.
-        One line per reason and per IDS_PER_LINE messages, so that every id is logged in lines of bounded size."""
-        if not self.unlogged or (not force and time.monotonic() - self.first_unlogged_at < GIVE_UP_LOG_SECONDS):
-            return
-        unlogged, self.unlogged = self.unlogged, {}
-        for reason, entries in unlogged.items():
-            for start in range(0, len(entries), IDS_PER_LINE):
-                self._log_give_up_line(entries[start:start + IDS_PER_LINE], reason)
-
-    def _log_give_up_line(self, entries: list[BatchEntry], reason: str) -> None:
-        ids = ",".join(entry.message.message_id for entry in entries)
-        heartbeats = sum(entry.is_heartbeat for entry in entries)
-        cost = ("SQS will deliver them again" if self.kind == "delete"
-                else "they may be delivered again while still running" if heartbeats == len(entries)
-                else "they keep their current visibility")
-        logger.error("queue=%s gave up on %s of %d messages (message=%s) after %d attempts: %s; %s", self.queue_name,
-                     self.kind, len(entries), ids, max(entry.attempts for entry in entries) + 1, reason, cost,
-                     extra=fields(queue=self.queue_name, batch=self.kind, message_id=ids, outcome="given up"))
 
     @staticmethod
     def _hide_handles(text: str, entries: list[BatchEntry]) -> str:

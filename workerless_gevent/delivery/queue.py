@@ -115,7 +115,7 @@ class SqsQueue:
         # Never killed mid-call: that would drop the batch it took.
         gevent.joinall([flusher for flusher in flushers if flusher is not None], timeout=FLUSH_JOIN_SECONDS)
         for kind, batcher in self.batchers.items():
-            batcher.log_given_up(force=True)  # a flusher still waiting on an outage has not said them yet
+            batcher.given_up.log(force=True)  # a flusher still waiting on an outage has not said them yet
             if batcher.left():
                 logger.error("queue=%s %d %s changes still unsent at stop; SQS will deliver those messages again",
                              self.name, batcher.left(), kind, extra=fields(queue=self.name, batch=kind))
