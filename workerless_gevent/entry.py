@@ -18,15 +18,15 @@ def main() -> int:
 
     early = None
     command = sys.argv[1] if len(sys.argv) > 1 else ""  # none: a run configured by WORKERLESS_* alone
-    if command not in ("check", "send", "demo", "-h", "--help", "--version"):
+    if command not in ("check", "send", "demo", "-h", "--help", "--version"):  # the daemon runs
         from . import hangup
 
         hangup.hold()  # a reload asked for while starting is done once running, instead of ending the process
-    if command and command not in ("check", "send", "demo", "-h", "--help", "--version"):
-        # Region and credentials resolve in a child process while this one patches and imports (aws.child).
-        from .aws.child import EarlyResolution
+        if command:
+            # Region and credentials resolve in a child process while this one patches and imports (aws.child).
+            from .aws.child import EarlyResolution
 
-        early = EarlyResolution()
+            early = EarlyResolution()
     patch_gevent()
     from .cli import main as run_cli
 

@@ -14,6 +14,7 @@ import gevent
 import gevent.event
 
 from .metrics import OVERALL
+from .wire.retries import backoff_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def run_supervised(name: str, loop: Callable[[], None], stopped: gevent.event.Ev
         except Exception as error:
             failures += 1
             count(OVERALL, "InternalErrors")
-            pause = rng.uniform(0.5, 1.0) * min(MAX_RESTART_SECONDS, 2.0 ** (failures - 1))
+            pause = backoff_seconds(failures, rng, MAX_RESTART_SECONDS, floor=0.5)
             text = f"{type(error).__name__}: {error}"
             if text != last_error:
                 logger.error("%s failed unexpectedly; restarting it in %.1fs", name, pause, exc_info=True)

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 from ..logs import duration_text, fields
 from ..message import Message
+from ..wire.retries import backoff_seconds
 
 logger = logging.getLogger("workerless_gevent.delivery.batching")  # one logger for the batches' lines
 
 RETRY_BASE_SECONDS = 0.25
 RETRY_CAP_SECONDS = 5.0  # a settlement is tried again at least this often until its deadline
 DRAIN_RETRY_CAP_SECONDS = 0.5  # at stop, within the flush's few seconds, failing calls are probed this often
-MAX_DOUBLINGS = 8  # 2**8 * RETRY_BASE_SECONDS is past every cap; no overflow after a long streak
 ANNOUNCE_AFTER_SECONDS = 10.0
 QUIET_SECONDS = 60.0
 GIVE_UP_LOG_SECONDS = 30.0  # given-up entries are logged together at most this often (counted at once)
@@ -34,12 +34,6 @@ class BatchEntry:
     is_heartbeat: bool = False
     attempts: int = 0
     not_before: float = 0.0  # time.monotonic() of its next try
-
-
-def backoff_seconds(doublings: int, rng: random.Random, cap: float = RETRY_CAP_SECONDS, floor: float = 0.0) -> float:
-    """Jittered between `floor` and 1 times RETRY_BASE_SECONDS * 2**doublings, capped."""
-    ceiling: float = min(cap, RETRY_BASE_SECONDS * 2.0 ** min(doublings, MAX_DOUBLINGS))
-    return rng.uniform(floor, 1.0) * ceiling
 
 
 class Streak:
@@ -73,7 +67,8 @@ class Streak:
             logger.debug("queue=%s %s batch failed (streak %d): %s", self.queue_name, self.kind, self.length,
                          reason, extra=fields(queue=self.queue_name, batch=self.kind))
         cap = DRAIN_RETRY_CAP_SECONDS if draining else RETRY_CAP_SECONDS
-        self.resume_at = max(self.resume_at, now + backoff_seconds(self.length, self.rng, cap, floor=0.5))
+        pause = backoff_seconds(self.length + 1, self.rng, cap, base_seconds=RETRY_BASE_SECONDS, floor=0.5)
+        self.resume_at = max(self.resume_at, now + pause)
 
     def ended(self) -> bool:
         """A call succeeded: whether a streak ended with it."""

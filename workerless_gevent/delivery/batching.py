@@ -18,8 +18,8 @@ from ..errors import AWS_ERRORS, describe_error, error_code
 from ..logs import fields
 from ..metrics import OVERALL
 from ..supervision import log_unexpected
-from ..wire.retries import THROTTLE_CODES, TRANSIENT_CODES, retry_cost
-from .batch_failures import RETRY_CAP_SECONDS, BatchEntry, Count, GiveUps, Streak, backoff_seconds
+from ..wire.retries import THROTTLE_CODES, TRANSIENT_CODES, backoff_seconds, retry_cost
+from .batch_failures import RETRY_BASE_SECONDS, RETRY_CAP_SECONDS, BatchEntry, Count, GiveUps, Streak
 
 __all__ = ["BATCH_SIZE", "RETRY_CAP_SECONDS", "STALE_HANDLE_CODES", "BatchEntry", "Batcher", "UnexpectedAnswer"]
 
@@ -261,7 +261,7 @@ class Batcher:
         now = time.monotonic()
         for entry in entries:
             entry.attempts += 1
-            entry.not_before = now + backoff_seconds(entry.attempts, self.rng)
+            entry.not_before = now + backoff_seconds(entry.attempts + 1, self.rng, RETRY_CAP_SECONDS, RETRY_BASE_SECONDS)
             self.retrying.append(entry)
         logger.debug("queue=%s %s of %d messages failed, trying again: %s", self.queue_name, self.kind,
                      len(entries), reason, extra=fields(queue=self.queue_name, batch=self.kind))

@@ -25,6 +25,7 @@ T = TypeVar("T")
 
 MAX_ATTEMPTS = 3
 MAX_BACKOFF_SECONDS = 20.0
+MAX_DOUBLINGS = 20  # past every cap of the daemon's (2^20 x 0.25 s is three days): no float overflow
 BUDGET_TOKENS = 500
 RETRY_COST = 5
 TIMEOUT_RETRY_COST = 10
@@ -60,9 +61,13 @@ def retry_cost(error: BaseException) -> int | None:
     return None
 
 
-def backoff_seconds(attempt: int, rng: random.Random, cap_seconds: float = MAX_BACKOFF_SECONDS) -> float:
-    """Full jitter: uniformly up to 2^(attempt-1) seconds, capped."""
-    return rng.random() * min(cap_seconds, 2.0 ** (attempt - 1))
+def backoff_seconds(attempt: int, rng: random.Random, cap_seconds: float = MAX_BACKOFF_SECONDS,
+                    base_seconds: float = 1.0, floor: float = 0.0) -> float:
+    """Jittered exponential backoff: uniformly between `floor` (0: full jitter) and 1 times
+    base x 2^(attempt-1) seconds, capped. The exponent stops growing once past any cap, so a loop that
+    has failed for days still gets its pause (2.0 ** 1024 would raise OverflowError)."""
+    ceiling: float = min(cap_seconds, base_seconds * 2.0 ** min(attempt - 1, MAX_DOUBLINGS))
+    return rng.uniform(floor, 1.0) * ceiling
 
 
 class RetryBudget:
