@@ -31,7 +31,7 @@ def log_unexpected(log: logging.Logger, where: str, error: BaseException, **extr
     traceback the first time `where` meets this error at this line of code; after that a one-line WARNING
     at most once a minute, and DEBUG in between, so an answer that stays malformed cannot flood the log."""
     frame = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
-    key = (where, type(error).__name__, frame.filename if frame else "", frame.lineno or 0 if frame else 0)
+    key = (where, type(error).__name__, frame.filename if frame else "", (frame.lineno or 0) if frame else 0)
     now = time.monotonic()
     last = _last_logged.get(key)
     if last is None:
