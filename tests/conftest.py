@@ -28,8 +28,34 @@ from tests.support import (  # noqa: E402
 from tests.support.moto import aws_environ  # noqa: E402
 
 
+MOTO_LOG_START = pytest.StashKey[int]()
+MOTO_LOG_LINES = 80  # of a failing test's SQS calls, the last ones
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    server = getattr(item, "funcargs", {}).get("moto_server")
+    if isinstance(server, MotoServer):
+        item.stash[MOTO_LOG_START] = server.log_path.stat().st_size
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """A failing test shows the SQS calls moto saw while it ran, to tell a flaky test from a defect."""
+    report = yield
+    server = getattr(item, "funcargs", {}).get("moto_server")
+    if report.failed and call.when == "call" and isinstance(server, MotoServer) and MOTO_LOG_START in item.stash:
+        with open(server.log_path, "rb") as log:
+            log.seek(item.stash[MOTO_LOG_START])
+            lines = log.read().decode(errors="replace").splitlines()
+        shown = lines[-MOTO_LOG_LINES:]
+        report.sections.append((f"moto during the test ({len(shown)} of {len(lines)} lines, the last)", "\n".join(shown)))
+    return report
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,8 @@ newline in two writes: two concurrent requests could share a line. Recording tak
 from __future__ import annotations
 
 import functools
+import logging
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -36,6 +38,8 @@ from moto.server import main
 from moto.sqs.models import SQSBackend
 
 GUARD = threading.RLock()
+CALLS = threading.local()  # depth: inside a logged call
+CALLS_LOG = logging.getLogger("sqs-calls")
 POLL_SECONDS = 0.05  # the shortest wait between two tries of a long poll that found nothing
 
 
@@ -43,28 +47,66 @@ def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
         with GUARD:
-            return method(*args, **kwargs)
+            return logged(method, args, kwargs)
     return call
+
+
+def logged(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call `method`, logging it when it is a request's own call (not one backend method calling another).
+
+    The log is moto.log, which a failing test prints from its start on (tests/conftest.py).
+    """
+    if getattr(CALLS, "depth", 0) or method.__name__ == "get_queue":  # moto's responses look the queue up first
+        return method(*args, **kwargs)
+    CALLS.depth = 1
+    queue = next((arg for arg in args[1:2] if isinstance(arg, str)), "")
+    try:
+        result = method(*args, **kwargs)
+    except Exception as error:
+        CALLS_LOG.info("sqs %s %s -> %s", method.__name__, queue, type(error).__name__)
+        raise
+    finally:
+        CALLS.depth = 0
+    CALLS_LOG.info("sqs %s %s", method.__name__, queue)
+    return result
 
 
 def guarded_receive(receive: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(receive)
     def call(self: SQSBackend, queue_name: str, count: int, wait_seconds_timeout: int,
              visibility_timeout: int, message_attribute_names: list[str] | None = None) -> Any:
-        deadline = time.monotonic() + (wait_seconds_timeout or 0)
-        while True:
-            started = time.monotonic()
-            with GUARD:
-                messages = receive(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
-                queue = self.get_queue(queue_name)
-            left = deadline - time.monotonic()
-            if messages or left <= 0:
-                return messages
-            queue.wait_for_messages(min(1.0, left))  # wakes when a message is sent
-            spent = time.monotonic() - started
-            if spent < POLL_SECONDS:  # visible messages none of which may be handed out (FIFO groups)
-                time.sleep(min(POLL_SECONDS - spent, max(0.0, deadline - time.monotonic())))
+        started = time.monotonic()
+        try:
+            CALLS.depth = 1
+            messages = receive_soon(receive, self, queue_name, count, wait_seconds_timeout, visibility_timeout,
+                                    message_attribute_names)
+        except Exception as error:
+            CALLS_LOG.info("sqs receive_message %s -> %s", queue_name, type(error).__name__)
+            raise
+        finally:
+            CALLS.depth = 0
+        CALLS_LOG.info("sqs receive_message %s wait=%s -> %d messages after %.2fs", queue_name,
+                       wait_seconds_timeout, len(messages), time.monotonic() - started)
+        return messages
     return call
+
+
+def receive_soon(receive: Callable[..., Any], backend: SQSBackend, queue_name: str, count: int,
+                 wait_seconds_timeout: int, visibility_timeout: int, message_attribute_names: list[str] | None) -> Any:
+    """A long poll that waits outside the guard and tries again, as moto's own loop does."""
+    deadline = time.monotonic() + (wait_seconds_timeout or 0)
+    while True:
+        started = time.monotonic()
+        with GUARD:
+            messages = receive(backend, queue_name, count, 0, visibility_timeout, message_attribute_names)
+            queue = backend.get_queue(queue_name)
+        left = deadline - time.monotonic()
+        if messages or left <= 0:
+            return messages
+        queue.wait_for_messages(min(1.0, left))  # wakes when a message is sent
+        spent = time.monotonic() - started
+        if spent < POLL_SECONDS:  # visible messages none of which may be handed out (FIFO groups)
+            time.sleep(min(POLL_SECONDS - spent, max(0.0, deadline - time.monotonic())))
 
 
 for name, member in list(vars(SQSBackend).items()):
@@ -104,4 +146,9 @@ def record_request_alone(self: Recorder, *args: Any, **kwargs: Any) -> None:
 Recorder._record_request = record_request_alone  # type: ignore[method-assign]
 
 if __name__ == "__main__":
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    CALLS_LOG.addHandler(handler)
+    CALLS_LOG.setLevel(logging.INFO)
+    CALLS_LOG.propagate = False
     main()
