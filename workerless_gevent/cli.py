@@ -111,8 +111,8 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
 
 
 def runs_on_the_wire_alone(config: Config) -> bool:
-    """No botocore client needed (aws.child): no CloudWatch metrics, no DynamoDB claims, no S3 payloads."""
-    claims = config.periodic is not None and bool(config.periodic.claims_table)
+    """No botocore client needed (aws.child): no CloudWatch metrics, no DynamoDB claims or fleet, no S3 payloads."""
+    claims = config.fleet is not None or (config.periodic is not None and bool(config.periodic.claims_table))
     large_payloads = any(queue.large_payloads for queue in config.queues)  # an S3 client
     return not config.name and not claims and not large_payloads
 
@@ -196,7 +196,11 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
     from .metrics import Registry
 
     try:
-        parts = build_parts(config, build_clients(config, region, session), Registry(), random.Random())
+        clients = build_clients(config, region, session)
+        parts = build_parts(config, clients, Registry(), random.Random())
+        if config.fleet is not None:
+            from .fleet.membership import describe_table
+            print(describe_table(clients.dynamodb, config.fleet.table), file=sys.stderr)
     except StartupError as error:
         print(f"workerless: {error}", file=sys.stderr)
         return ExitStatus.ERROR

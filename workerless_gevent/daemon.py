@@ -20,6 +20,7 @@ from .config.model import Config, HttpTargetConfig
 from .delivery.poller import Poller, QueueRow, Work
 from .delivery.slots import MessageRow, Slots
 from .engine import Engine
+from .fleet.membership import FleetRow
 from .metrics import OVERALL, Registry
 from .observability.backlog import watch_backlog
 from .observability.cloudwatch import MetricsFlusher
@@ -52,6 +53,7 @@ class Daemon:
         registry.track_gauge("InFlight", lambda: self.slots.in_flight_by_queue(self.parts.queues))
         registry.track_gauge("TargetLimit", self.engine.target_limits)
         registry.track_gauge("Utilization", lambda: {OVERALL: self.slots.utilization.average()})
+        registry.track_gauge("FleetShare", self.engine.fleet.shares)
         self.backlog = watch_backlog(config, clients.sqs, self.parts.queues, registry, rng)
         self.status_server = StatusServer(config.status_listen, self) if config.status_listen else None
         self.scheduler = build_scheduler(config, clients, self.parts.queues, rng)
@@ -148,6 +150,7 @@ class Daemon:
         renew = self.clients.renew_credentials
         if renew is not None:
             loops.append(("credentials renewal", lambda: renew(self.stopped), self.stopped))
+        loops.extend((name, loop, self.stopped) for name, loop in self.engine.fleet.loops(self.stopped))
         return [spawn_supervised(name, loop, until, count, rng) for name, loop, until in loops]
 
     def are_loops_alive(self) -> bool:
@@ -168,6 +171,9 @@ class Daemon:
     def target_rows(self) -> list[TargetRow]:
         return self.engine.target_rows()
 
+    def fleet_rows(self) -> list[FleetRow]:
+        return self.engine.fleet.rows()
+
     def shut_down(self) -> None:
         """Release the buffers at once, give deliveries their grace period, then release the rest."""
         engine = self.engine
@@ -183,6 +189,7 @@ class Daemon:
                 engine.settler.abandon(work)
         waiter.kill(block=False)
         engine.settler.release(engine.stop_receiving(cancel_watchers=True))
+        engine.fleet.leave()  # nothing runs under the shares any more
         with gevent.Timeout(3, False):
             self.flush_queues()
         self.flusher.flush_final(timeout_seconds=2)

@@ -22,6 +22,7 @@ from .delivery.outcomes import Settler
 from .delivery.poller import Poller, QueueRow, QueueState, Work, queue_row
 from .delivery.queue import SqsQueue
 from .delivery.slots import Slots
+from .fleet.membership import Fleet
 from .message import Message
 from .metrics import Registry
 from .observability.snapshot import TargetRow
@@ -67,6 +68,7 @@ class Engine:
         self.settler = Settler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases,
                                finish=lambda work, groups, overloaded: self.poller.finish(work, groups, overloaded))
         self.flows: dict[str, TargetFlow] = build_flows(config)  # each target's in-flight limit and rate
+        self.fleet = Fleet(config, clients.dynamodb, rng, wake=lambda: self.poller.wake.set())  # fleet-wide limits
         self.gates: dict[str, Gate] = {}
         for target in config.targets.values():
             self.add_gate(target)
@@ -75,6 +77,9 @@ class Engine:
         self.poller = self.build_poller(config, [self.queue_state(queue.name) for queue in config.queues])
         self.slots = self.build_slots(config, self.poller)
         self.dispatcher: gevent.Greenlet | None = None
+        for gate in self.fleet.gates.values():
+            gate.has_work = lambda gate=gate: any(state.has_work() for state in self.poller.states  # type: ignore[misc]
+                                                  if gate in state.fleet_gates)
 
     def build_poller(self, config: Config, states: list[QueueState]) -> Poller:
         polling = config.polling
@@ -97,7 +102,7 @@ class Engine:
         target_config = self.config.targets.get(queue.config.target)
         window = target_config.max_batching_window if isinstance(target_config, LambdaTargetConfig) else 0.0
         return QueueState(queue, target.messages_per_delivery, paused, flow=self.flows[queue.config.target],
-                          window_seconds=window)
+                          window_seconds=window, fleet_gates=self.fleet.gates_for(queue.config))
 
     def start(self) -> None:
         """The gates' checking loops, then the slots (which find every gated queue paused)."""

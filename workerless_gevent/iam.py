@@ -28,6 +28,9 @@ DEAD_LETTER_ACTIONS = ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttrib
 # periodic.claims.Claims: put/get the slot items; create the table, wait for it, turn on its TTL.
 CLAIMS_ACTIONS = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DescribeTable", "dynamodb:CreateTable",
                   "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"]
+# fleet.table.LimitItem: read, create and conditionally update a limit's item; the table made like the claims table.
+FLEET_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DescribeTable",
+                 "dynamodb:CreateTable", "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"]
 ACCOUNT = re.compile(r"\d{12}\Z")
 LAMBDA_ARN = re.compile(r"arn:(?P<partition>[\w-]+):lambda:(?P<region>[\w-]+):(?P<account>\d{12}):function:"
                         r"(?P<name>[\w-]+)(?::(?P<qualifier>[\w$-]+))?\Z")
@@ -110,6 +113,9 @@ def build_policy(config: Config, region: str, account: str = ANY_ACCOUNT,
         if periodic.claims_table:
             table = f"arn:{partition}:dynamodb:{region}:{account}:table/{periodic.claims_table}"
             statements.append(statement("ClaimPeriodicSlots", CLAIMS_ACTIONS, [table]))
+    if config.fleet is not None:
+        table = f"arn:{partition}:dynamodb:{region}:{account}:table/{config.fleet.table}"
+        statements.append(statement("ShareFleetLimits", FLEET_ACTIONS, [table]))
     functions = list(dict.fromkeys(function_arn(target, region, account) for target in config.targets.values()
                                    if isinstance(target, LambdaTargetConfig)))
     if functions:

@@ -20,6 +20,9 @@ UNSUMMED_GAUGES = ("TargetLimit",)  # per queue only: a sum over queues would me
 # OVERALL key) and Backlog (visible + in-flight messages per queue, read from SQS every interval).
 SIGNALS = ("Utilization", "Backlog")
 GAUGE_UNITS = {"Utilization": "None"}  # CloudWatch units; every other gauge is a Count
+# Per fleet-wide limit (keyed by its id, e.g. "queue/payments/concurrency", where the others take a queue name):
+# the share this member may use now (a gauge) and the deliveries that waited for the fleet's share (a counter).
+FLEET_METRICS = ("FleetShare", "FleetWaits")
 DISTRIBUTIONS = ("DeliveryTime", "QueueTime")  # milliseconds
 # Prometheus bucket bounds in seconds: deliveries take milliseconds to minutes, waits up to the
 # 14-day retention period.
@@ -128,8 +131,8 @@ class Registry:
 
     def queue_names(self) -> list[str]:
         """Every queue the registry has heard of, in the order it first did."""
-        names = dict.fromkeys(queue for _, queue in self.totals)
-        names.update(dict.fromkeys(queue for _, queue in self.read_gauges()))
+        names = dict.fromkeys(queue for name, queue in self.totals if name not in FLEET_METRICS)
+        names.update(dict.fromkeys(queue for name, queue in self.read_gauges() if name not in FLEET_METRICS))
         names.pop(OVERALL, None)
         return list(names)
 

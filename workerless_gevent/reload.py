@@ -18,6 +18,7 @@ from .aws.clients import lambda_read_timeout
 from .config.model import Config, LambdaTargetConfig
 from .engine import Engine, Successors
 from .errors import ConfigError, StartupError
+from .fleet.membership import fleet_limits
 from .logs import configure_logging
 from .setup import build_target, resolve_dead_letter_queue, resolve_queue
 
@@ -69,6 +70,9 @@ def prepare(engine: Engine, config: Config, changes: Changes) -> Successors:
         if target.timeout > longest:
             raise StartupError(f"targets.{name}.timeout: {target.timeout}s is above the {longest}s the Lambda client "
                                f"was built for at start; a restart applies it")
+    if (config.fleet, fleet_limits(config)) != (engine.started_config.fleet, fleet_limits(engine.started_config)):
+        raise StartupError("[fleet] and the fleet_* keys need a restart (this member's leases were taken for the "
+                           "limits it started with)")
     for queue_config in config.queues:
         if queue_config.large_payloads and engine.clients.s3 is None:
             raise StartupError(f"queue {queue_config.name}: large_payloads needs a restart (the daemon started "

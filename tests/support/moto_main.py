@@ -33,6 +33,7 @@ import time
 from typing import Any, Callable
 
 import moto.sqs.models as sqs_models
+from moto.dynamodb.models import DynamoDBBackend
 from moto.moto_api._internal.recorder.models import Recorder
 from moto.server import main
 from moto.sqs.models import SQSBackend
@@ -113,6 +114,24 @@ for name, member in list(vars(SQSBackend).items()):
     if callable(member) and not name.startswith("_") and name != "receive_message":
         setattr(SQSBackend, name, guarded(member))
 SQSBackend.receive_message = guarded_receive(SQSBackend.receive_message)  # type: ignore[method-assign]
+
+# Nor does its DynamoDB backend: a conditional update reads the item, checks the condition and writes it back
+# without a lock, so two daemons raising their fleet shares at once could both pass a `version = :v`
+# condition. DynamoDB itself applies each item's writes one at a time; here every call runs alone.
+TABLES = threading.RLock()
+
+
+def alone(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with TABLES:
+            return method(*args, **kwargs)
+    return call
+
+
+for name, member in list(vars(DynamoDBBackend).items()):
+    if callable(member) and not name.startswith("_"):
+        setattr(DynamoDBBackend, name, alone(member))
 
 
 def unix_time(dt: Any = None) -> float:

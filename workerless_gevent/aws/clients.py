@@ -24,7 +24,7 @@ class Clients:
     lambda_: Any | None  # Invoke: a wire.aws_lambda.LambdaWire, or the boto3 client where the wire cannot go
     cloudwatch: Any | None
     region: str
-    dynamodb: Any | None = None  # only with a [periodic] claims_table
+    dynamodb: Any | None = None  # only with a [periodic] claims_table or a [fleet]
     renew_credentials: Callable[[gevent.event.Event], None] | None = None  # a loop, with aws.child's credentials
     s3: Any | None = None  # only when a queue has large_payloads
 
@@ -88,7 +88,11 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
     if config.name:
         cloudwatch = session.create_client("cloudwatch", region_name=region, config=side_config, **endpoint)
     dynamodb = None
-    if config.periodic is not None and config.periodic.claims_table:
+    if config.fleet is not None:  # a lease renewal that hangs must fail well inside a third of the lease
+        dynamodb = session.create_client("dynamodb", region_name=region, config=botocore.config.Config(
+            connect_timeout=2, read_timeout=max(2.0, config.fleet.lease / 5),
+            retries={"mode": "standard", "total_max_attempts": 3}), **endpoint)
+    elif config.periodic is not None and config.periodic.claims_table:
         dynamodb = session.create_client("dynamodb", region_name=region, config=side_config, **endpoint)
     s3 = None
     if any(queue.large_payloads for queue in config.queues):

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..filtering import FilterError, Pattern, parse_filters
 from .cron import read_periodic, resolve_file
+from .fleet import check_no_fleet_keys, fleet_limit_keys, read_fleet
 from .headers import read_headers
 from .model import (LOG_LEVELS, METRICS_NAME, QUEUE_NAME, STRATEGIES, AwsConfig, Config, HttpTargetConfig,
                     LambdaTargetConfig, PollingConfig, QueueConfig, TargetConfig)
@@ -43,6 +44,7 @@ def build_config(data: dict[str, Any], source: str, origins: Mapping[str, str]) 
         targets=_targets(top.table("targets")),
         aws=_aws(top.table("aws"), source),
         periodic=read_periodic(top.table("periodic")) if top.has("periodic") else None,
+        fleet=read_fleet(top.table("fleet")) if top.has("fleet") else None,
     )
     status.finish()
     top.finish()
@@ -97,6 +99,7 @@ def _queue(table: Table) -> QueueConfig:
         dead_letter_queue=table.optional_string("dead_letter_queue"),
         retention_period=table.integer("retention_period", 345600, 60, 1209600),
         max_concurrency=table.optional_integer("max_concurrency", 1, 10000),
+        fleet_max_concurrency=table.optional_integer("fleet_max_concurrency", 1, 100000),
         filter=_filter(table),
         sns=table.string("sns", "raw", ("raw", "unwrap")),  # type: ignore[arg-type]
         large_payloads=table.boolean("large_payloads", False),
@@ -162,6 +165,7 @@ def _flow(table: Table) -> dict[str, Any]:
         "max_concurrency": table.optional_integer("max_concurrency", 1, 10000),
         "rate_limit": None if rate is None else table.number("rate_limit", 1, 0.01, 100000),
         "overload": table.string("overload", "backpressure", ("backpressure", "failure")),
+        **fleet_limit_keys(table),
     }
 
 
@@ -236,6 +240,8 @@ def _check_cross_references(config: Config, top: Table) -> None:
                             f"max_batching_window={target.max_batching_window:g}", queue.target)
     if config.periodic is not None and config.periodic.queue not in names:
         raise top.fail("periodic.queue", "must name one of the [[queues]]", config.periodic.queue)
+    if config.fleet is None:
+        check_no_fleet_keys(config, top)
 
 
 def has_valid_port(url: str) -> bool:

@@ -10,6 +10,7 @@ from typing import Literal
 
 from ..filtering import Pattern
 from .cron import PeriodicConfig
+from .fleet import FleetConfig
 
 STRATEGIES = ("priority", "weighted", "random", "round-robin")
 QUEUE_NAME = re.compile(r"(?=.{1,80}\Z)[A-Za-z0-9_-]+(\.fifo)?\Z")
@@ -38,6 +39,7 @@ class QueueConfig:
     dead_letter_queue: str | None = None
     retention_period: int = 345600
     max_concurrency: int | None = None  # deliveries in flight from this queue, inside `concurrency`
+    fleet_max_concurrency: int | None = None  # in flight from this queue across the fleet ([fleet])
     filter: tuple[Pattern, ...] = ()  # Lambda filter criteria; a message no filter matches is deleted undelivered
     sns: Literal["raw", "unwrap"] = "raw"  # "unwrap": deliver an SNS envelope's Message and attributes
     large_payloads: bool = False  # fetch the extended clients' S3 payload before delivery
@@ -63,6 +65,8 @@ class HttpTargetConfig:
     signing_secret: str | None = field(default=None, repr=False)  # resolved from signing_secret_env
     max_concurrency: int | None = None  # deliveries in flight to this target, across its queues
     rate_limit: float | None = None  # deliveries per second (token bucket, burst = rate_limit)
+    fleet_max_concurrency: int | None = None  # in flight to this target across the fleet ([fleet])
+    fleet_rate_limit: float | None = None  # deliveries per second to this target across the fleet
     overload: Literal["backpressure", "failure"] = "backpressure"  # 429/503 without Retry-After
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # ${VAR} resolved at load; never logged
 
@@ -78,6 +82,8 @@ class LambdaTargetConfig:
     max_batching_window: float = 0.0  # seconds to wait to fill batch_size records
     max_concurrency: int | None = None
     rate_limit: float | None = None
+    fleet_max_concurrency: int | None = None
+    fleet_rate_limit: float | None = None
     overload: Literal["backpressure", "failure"] = "backpressure"  # a throttle shrinks the in-flight limit
 
 
@@ -110,6 +116,7 @@ class Config:
     targets: Mapping[str, TargetConfig] = field(default_factory=dict)
     aws: AwsConfig = field(default_factory=AwsConfig)
     periodic: PeriodicConfig | None = None
+    fleet: FleetConfig | None = None  # fleet-wide limits, shared through a DynamoDB table
 
 
 def wire_services(config: Config) -> tuple[str, ...]:

@@ -36,6 +36,12 @@ class TokenBucket:
         self._refill()
         self.tokens -= 1
 
+    def set_rate(self, rate: float, burst: float) -> None:
+        """A new rate from now on; tokens beyond the new burst are gone."""
+        self._refill()
+        self.rate, self.burst = rate, burst
+        self.tokens = min(self.tokens, burst)
+
     def _refill(self) -> None:
         now = self.clock()
         self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import gevent
 import gevent.event
 
+from ..fleet.gate import FleetGate
 from ..message import Message
 from .flow import TargetFlow
 from .ordering import Strategy
@@ -63,6 +64,7 @@ class QueueState:
     window_seconds: float = 0.0  # a Lambda batching window: how long to wait to fill take_size
     in_flight: int = 0  # deliveries from this queue now
     last_empty_at: float = -math.inf  # time.monotonic() of its latest receive that came back empty
+    fleet_gates: tuple[FleetGate, ...] = ()  # its fleet-wide limits (fleet/): shares leased across daemons
 
     def wait_seconds(self) -> float:
         """0 when a delivery from this queue may start now; infinity while capped (a finish wakes)."""
@@ -72,7 +74,14 @@ class QueueState:
         seconds = self.is_paused()
         if self.flow is not None and seconds <= 0:
             seconds = self.flow.wait_seconds()
+        if seconds <= 0 and self.fleet_gates:  # asked only when nothing local holds the queue back
+            has_work = self.has_work()
+            seconds = max(gate.wait_seconds(has_work) for gate in self.fleet_gates)
         return seconds
+
+    def has_work(self) -> bool:
+        """It has messages buffered, or its last receive brought some (or it has not received yet)."""
+        return bool(self.buffer) or (self.is_ready and not self.is_retired)
 
     def room(self, free_slots: int) -> int:
         """How many deliveries from this queue could start now: within the caps, and the rate's tokens."""
@@ -82,6 +91,8 @@ class QueueState:
             room = min(room, self.flow.room())
             if self.flow.bucket is not None:
                 room = min(room, max(1, int(self.flow.bucket.tokens)))
+        for gate in self.fleet_gates:
+            room = min(room, max(1, gate.room()))
         return max(0, room)
 
     def pace_seconds(self) -> float:
@@ -111,6 +122,7 @@ class QueueRow:
     last_error: str  # of the latest failed receive
     last_error_at: float  # its time.time(), 0 if none
     paused_seconds: float  # until its target accepts work again
+    paused_reason: str = ""  # paused for another reason than its target: a fleet-wide limit's lease lapsed
 
 
 @dataclass(slots=True, eq=False)
@@ -175,6 +187,9 @@ class Poller:
     def _start(self, work: Work) -> Work:
         state = work.state
         state.in_flight += 1
+        for gate in state.fleet_gates:
+            if gate.start():
+                self.count(gate.limit_id, "FleetWaits")
         if state.flow is None:
             return work
         started_at, waited = state.flow.start()
@@ -187,6 +202,8 @@ class Poller:
         target's limit); return buffered messages of failed groups to release."""
         state = work.state
         state.in_flight = max(0, state.in_flight - 1)
+        for gate in state.fleet_gates:
+            gate.finish()
         if state.flow is not None:
             state.flow.finish(work.started_at, overloaded)
         for message in work.messages:
@@ -248,12 +265,13 @@ class Poller:
 
 def queue_row(state: QueueState, now: float) -> QueueRow:
     paused = max(0.0, state.is_paused())
+    lapsed = next((reason for gate in state.fleet_gates if (reason := gate.lapsed_reason())), "")
     failing = state.failures > 0 or state.failing_since is not None
     if state.is_retired:
         word = "draining"
     elif failing:
         word = "failing"
-    elif paused:
+    elif paused or lapsed:
         word = "paused"
     elif not state.has_received:
         word = "starting"
@@ -261,4 +279,4 @@ def queue_row(state: QueueState, now: float) -> QueueRow:
         word = "ready" if state.is_ready else "idle"
     return QueueRow(state.queue.name, state.queue.config.target, word, len(state.buffer), state.failures,
                     now - state.failing_since if state.failing_since is not None else 0.0, state.last_error,
-                    state.last_error_at, 0.0 if state.is_retired else paused)
+                    state.last_error_at, 0.0 if state.is_retired else paused, lapsed)

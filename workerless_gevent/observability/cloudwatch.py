@@ -12,7 +12,8 @@ import gevent
 import gevent.event
 
 from ..errors import AWS_ERRORS, describe_error
-from ..metrics import COUNTERS, GAUGE_UNITS, OVERALL, OVERALL_COUNTERS, UNSUMMED_GAUGES, RateSummary, Registry, Window
+from ..metrics import (COUNTERS, FLEET_METRICS, GAUGE_UNITS, OVERALL, OVERALL_COUNTERS, UNSUMMED_GAUGES, RateSummary,
+                       Registry, Window)
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,9 @@ def build_datums(window: Window, gauges: dict[tuple[str, str], float]) -> list[d
     datums: list[dict[str, Any]] = []
     overall_counters: dict[str, float] = {name: 0.0 for name in COUNTERS + OVERALL_COUNTERS}
     for (name, queue), count in window.counters.items():
+        if name in FLEET_METRICS:  # per limit, never summed
+            datums.append(datum(name, queue, now, "Count", value=count, dimension="Limit"))
+            continue
         overall_counters[name] = overall_counters.get(name, 0.0) + count
         if queue != OVERALL:
             datums.append(datum(name, queue, now, "Count", value=count))
@@ -98,6 +102,9 @@ def build_datums(window: Window, gauges: dict[tuple[str, str], float]) -> list[d
             continue
         if queue == OVERALL:  # an instance-wide gauge (Utilization): no Queue dimension, no sum
             datums.append(datum(name, None, now, GAUGE_UNITS.get(name, "Count"), value=sample))
+            continue
+        if name in FLEET_METRICS:
+            datums.append(datum(name, queue, now, "Count", value=sample, dimension="Limit"))
             continue
         if name not in UNSUMMED_GAUGES:
             overall_gauges[name] = overall_gauges.get(name, 0.0) + sample
@@ -122,10 +129,11 @@ def distribution_datums(name: str, queue: str | None, now: datetime, values: dic
     ]
 
 
-def datum(name: str, queue: str | None, now: datetime, unit: str, **data: Any) -> dict[str, Any]:
+def datum(name: str, queue: str | None, now: datetime, unit: str, dimension: str = "Queue",
+          **data: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"MetricName": name, "Timestamp": now, "Unit": unit}
     if queue is not None:
-        entry["Dimensions"] = [{"Name": "Queue", "Value": queue}]
+        entry["Dimensions"] = [{"Name": dimension, "Value": queue}]
     if "value" in data:
         entry["Value"] = float(data["value"])
     else:

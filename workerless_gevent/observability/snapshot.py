@@ -15,6 +15,7 @@ from .. import __version__
 from ..config.model import Config
 from ..delivery.poller import QueueRow
 from ..delivery.slots import MessageRow
+from ..fleet.membership import FleetRow
 from ..metrics import COUNTERS, Registry
 
 MAX_LISTED_MESSAGES = 500  # keeps /status and the page small at high concurrency
@@ -50,6 +51,8 @@ class DaemonView(Protocol):
     def message_rows(self) -> list[MessageRow]: ...
 
     def target_rows(self) -> list[TargetRow]: ...
+
+    def fleet_rows(self) -> list[FleetRow]: ...
 
     def are_loops_alive(self) -> bool: ...
 
@@ -115,6 +118,8 @@ def readiness_reasons(rows: list[QueueRow], targets: list[TargetRow], unready_af
             reasons.append(f"queue {row.name}: target {row.target} waiting for its app ({problem})")
         elif row.paused_seconds > 0:
             reasons.append(f"queue {row.name}: target {row.target} paused for {row.paused_seconds:.1f}s more")
+        if row.paused_reason:
+            reasons.append(f"queue {row.name}: {row.paused_reason}")
     return reasons
 
 
@@ -150,7 +155,15 @@ def build_snapshot(view: DaemonView, started_at: float, rates: DeliveryRates) ->
         "in_flight": messages[:MAX_LISTED_MESSAGES],
         "totals": {name: registry.total(name) for name in COUNTERS},
         "failures": failures,
+        "fleet": [fleet_document(row) for row in view.fleet_rows()],
     }
+
+
+def fleet_document(row: FleetRow) -> dict[str, Any]:
+    """One fleet-wide limit: the live members and their shares, this member's share, in-flight count and waits."""
+    return {"limit": row.limit_id, "kind": row.kind, "value": row.limit, "state": row.state, "reason": row.reason,
+            "share": round(row.share, 3), "in_flight": row.in_flight, "waits": row.waits,
+            "live_members": len(row.members), "members": row.members, "dynamodb_requests": row.requests}
 
 
 def queue_rows(rows: list[QueueRow], messages: list[dict[str, Any]], registry: Registry,
@@ -173,6 +186,7 @@ def queue_rows(rows: list[QueueRow], messages: list[dict[str, Any]], registry: R
             "receive_failures": row.receive_failures,
             "failing_seconds": round(row.failing_seconds, 1),
             "paused_seconds": round(row.paused_seconds, 1),
+            "paused_reason": row.paused_reason,
             "last_error": error,
             "last_error_seconds": seconds_since(error_at),
             "totals": {name: registry.total(name, row.name) for name in COUNTERS},

@@ -1,0 +1,263 @@
+"""Fleet-wide limits through real daemons sharing moto's DynamoDB: what a downstream sees.
+
+Each daemon posts to its own path of one app, so the app knows who delivered what; the app counts
+the requests it holds at once, over all daemons (the downstream's view of the cap) and per daemon.
+A daemon's DynamoDB can go through a fault proxy (an outage for that member alone), and a daemon's
+wall clock can be shifted by seconds (a `sitecustomize` on its PYTHONPATH): the leases read only
+monotonic clocks, so neither frees a share early."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gevent
+import pytest
+
+from tests.e2e.helpers import send_batch
+from tests.support import Daemon, HttpApp, Queue, build_config_file, count_messages, status_url, wait_until
+from tests.support.chaos import ChaosProxy
+from tests.support.http_app import RecordedRequest, Reply
+
+pytestmark = pytest.mark.slow
+
+LEASE_SECONDS = 4
+HOLD_SECONDS = 0.2  # each delivery takes this long at the app
+
+
+class Downstream:
+    """The app's view: requests held at once (all daemons, and per daemon), with every hold's span."""
+
+    def __init__(self, app: HttpApp, hold_seconds: float = HOLD_SECONDS) -> None:
+        self.hold_seconds = hold_seconds
+        self.now: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
+        self.spans: list[tuple[str, float, float]] = []  # (member, arrived, answered)
+        app.respond = self.respond
+
+    def respond(self, request: RecordedRequest) -> Reply:
+        member = request.path.strip("/")
+        for key in (member, "all"):
+            self.now[key] += 1
+            self.peak[key] = max(self.peak[key], self.now[key])
+        try:
+            gevent.sleep(self.hold_seconds)
+        finally:
+            for key in (member, "all"):
+                self.now[key] -= 1
+            self.spans.append((member, request.arrived, time.monotonic()))
+        return 200, {}, b""
+
+    def arrivals(self, member: str | None = None) -> list[float]:
+        return sorted(arrived for who, arrived, _ in self.spans if member is None or who == member)
+
+    def mean_in_flight(self, start: float, end: float) -> float:
+        """Time-averaged requests held at once between `start` and `end`."""
+        held = sum(max(0.0, min(answered, end) - max(arrived, start)) for _, arrived, answered in self.spans)
+        return held / (end - start)
+
+    def peak_between(self, start: float, end: float) -> int:
+        """Most requests held at once at any instant in [start, end]."""
+        events = sorted([(arrived, 1) for _, arrived, answered in self.spans if answered >= start and arrived <= end]
+                        + [(answered, -1) for _, arrived, answered in self.spans if answered >= start and arrived <= end])
+        held = peak = 0
+        for _, step in events:
+            held += step
+            peak = max(peak, held)
+        return peak
+
+
+@pytest.fixture
+def fleet_table(moto_server: Any) -> Iterator[str]:
+    name = f"fleet-{time.monotonic_ns() % 10**9}"
+    yield name
+    try:
+        moto_server.client("dynamodb").delete_table(TableName=name)
+    except Exception:  # a test that never got as far as creating it
+        pass
+
+
+def member_config(tmp_path: Path, index: int, queue: Queue, app: HttpApp, table: str, *, concurrency: int = 6,
+                  queue_keys: dict[str, Any] | None = None, target_keys: dict[str, Any] | None = None,
+                  status: bool = False, visibility_seconds: int = 60) -> Path:
+    tables: dict[str, dict[str, Any]] = {"fleet": {"table": table, "name": "orders", "lease": LEASE_SECONDS}}
+    if status:
+        tables["status"] = {"listen": "127.0.0.1:0"}
+    return build_config_file(tmp_path, name=f"member-{index}.toml", concurrency=concurrency, shutdown_timeout=5,
+                             queues=[{"name": queue.name, "visibility_timeout": visibility_seconds, **(queue_keys or {})}],
+                             targets={"default": {"type": "http", "url": f"{app.url}/m{index}", **(target_keys or {})}},
+                             tables=tables)
+
+
+def start_members(daemon: Callable[..., Daemon], env: dict[str, str], configs: list[Path],
+                  envs: list[dict[str, str]] | None = None) -> list[Daemon]:
+    members = [daemon(["-c", str(config)], env=(envs[i] if envs else env)) for i, config in enumerate(configs)]
+    for member in members:
+        member.wait_for_output("workerless started", timeout=60)
+    return members
+
+
+def wait_for_backlog_done(downstream: Downstream, sqs: Any, queue: Queue, total: int, timeout: float) -> None:
+    wait_until(lambda: len(downstream.spans) >= total, timeout,
+               message=lambda: f"{len(downstream.spans)} of {total} delivered; in flight {dict(downstream.now)}")
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="messages left in the queue")
+
+
+def test_three_daemons_under_one_queue_cap_never_exceed_it_and_keep_it_busy(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str,
+) -> None:
+    cap, total = 6, 360
+    queue = make_queue()
+    downstream = Downstream(http_app)
+    configs = [member_config(tmp_path, i, queue, http_app, fleet_table,
+                             queue_keys={"fleet_max_concurrency": cap}) for i in range(3)]
+    members = start_members(daemon, aws_env, configs)
+    send_batch(sqs, queue.url, [str(i) for i in range(total)])
+    wait_for_backlog_done(downstream, sqs, queue, total, 120)
+    for member in members:
+        assert member.stop(timeout=30) == 0
+    arrivals = downstream.arrivals()
+    mean = downstream.mean_in_flight(arrivals[0], arrivals[-1])
+    per_member = {f"m{i}": len(downstream.arrivals(f"m{i}")) for i in range(3)}
+    print(f"fleet cap {cap} over 3 daemons: peak {downstream.peak['all']}, mean in flight {mean:.2f} "
+          f"({mean / cap:.0%} of the cap) over {arrivals[-1] - arrivals[0]:.1f}s; deliveries {per_member}")
+    assert downstream.peak["all"] <= cap  # the downstream never saw more than the fleet's cap
+    assert mean >= 0.7 * cap  # and the cap was used while the backlog lasted
+    assert sum(per_member.values()) == total and min(per_member.values()) > 0  # every member took part
+    assert len({request.body for request in http_app.requests}) == total
+
+
+def test_a_sigkilled_members_share_is_taken_by_the_others_within_a_lease(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str,
+) -> None:
+    cap, total = 6, 600
+    queue = make_queue()
+    downstream = Downstream(http_app)
+    # What the killed member had received comes back a visibility timeout after its last heartbeat.
+    configs = [member_config(tmp_path, i, queue, http_app, fleet_table, visibility_seconds=10,
+                             queue_keys={"fleet_max_concurrency": cap}) for i in range(3)]
+    members = start_members(daemon, aws_env, configs)
+    send_batch(sqs, queue.url, [str(i) for i in range(total)])
+    wait_until(lambda: downstream.now["m2"] > 0 and len(downstream.spans) > 60, 60, interval=0.02,
+               message="the third member holds no share")
+    members[2].kill()
+    killed = time.monotonic()
+    wait_until(lambda: downstream.now["all"] >= cap and downstream.now["m2"] == 0, 4 * LEASE_SECONDS,
+               interval=0.02, message=lambda: f"in flight after the kill: {dict(downstream.now)}")
+    back = time.monotonic() - killed
+    wait_for_backlog_done(downstream, sqs, queue, total, 180)
+    for member in members[:2]:
+        assert member.stop(timeout=30) == 0
+    print(f"share of a SIGKILLed member back at the cap {back:.1f}s after the kill (lease {LEASE_SECONDS}s); "
+          f"peak {downstream.peak['all']}")
+    assert downstream.peak["all"] <= cap
+    # One lease after its last renewal (renewals come every third of a lease), plus a renewal of a survivor.
+    assert back <= LEASE_SECONDS * (1 + 1 / 3 + 1 / 3) + 1.0
+
+
+def test_a_fleet_rate_over_two_daemons_holds_every_second_and_is_used(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str,
+) -> None:
+    rate, total = 10, 150
+    queue = make_queue()
+    downstream = Downstream(http_app, hold_seconds=0.0)
+    configs = [member_config(tmp_path, i, queue, http_app, fleet_table, target_keys={"fleet_rate_limit": rate})
+               for i in range(2)]
+    members = start_members(daemon, aws_env, configs)
+    send_batch(sqs, queue.url, [str(i) for i in range(total)])
+    wait_for_backlog_done(downstream, sqs, queue, total, 120)
+    for member in members:
+        assert member.stop(timeout=30) == 0
+    arrivals = downstream.arrivals()
+    busiest = max(sum(1 for moment in arrivals if first <= moment < first + 1.0) for first in arrivals)
+    used = (len(arrivals) - rate) / (arrivals[-1] - arrivals[0])  # beyond one burst, paced by the rate
+    per_member = {f"m{i}": len(downstream.arrivals(f"m{i}")) for i in range(2)}
+    print(f"fleet rate {rate}/s over 2 daemons: busiest second {busiest}, {used:.2f}/s beyond the burst "
+          f"({used / rate:.0%}); deliveries {per_member}")
+    assert busiest <= 2 * rate  # the rate plus one burst
+    assert used >= 0.75 * rate
+    assert used <= 1.05 * rate
+    assert min(per_member.values()) > 0
+
+
+def test_a_member_that_loses_dynamodb_stops_at_its_lease_end_and_the_others_take_its_share(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str, moto_endpoint: str,
+) -> None:
+    cap, total = 4, 900
+    queue = make_queue()
+    downstream = Downstream(http_app)
+    proxy = ChaosProxy(moto_endpoint)
+    proxy.start()
+    try:
+        configs = [member_config(tmp_path, i, queue, http_app, fleet_table, status=True,
+                                 queue_keys={"fleet_max_concurrency": cap}) for i in range(2)]
+        envs = [aws_env, {**aws_env, "AWS_ENDPOINT_URL_DYNAMODB": proxy.url}]
+        members = start_members(daemon, aws_env, configs, envs)
+        send_batch(sqs, queue.url, [str(i) for i in range(total)])
+        wait_until(lambda: downstream.now["m1"] > 0 and downstream.now["m0"] > 0, 60, interval=0.02,
+                   message="both members should be delivering")
+        proxy.outage(refuse=True)
+        cut = time.monotonic()
+        # It stops starting work when its lease ends on its own clock (a lease after its last write at most).
+        stopped_by = cut + LEASE_SECONDS + 1.0
+        wait_until(lambda: downstream.now["all"] >= cap and downstream.now["m1"] == 0
+                   and time.monotonic() > stopped_by, 6 * LEASE_SECONDS, interval=0.02,
+                   message=lambda: f"in flight during the outage: {dict(downstream.now)}")
+        late = [moment for moment in downstream.arrivals("m1") if moment > stopped_by]
+        status = json.loads(urllib.request.urlopen(status_url(members[1]) + "/status", timeout=10).read())
+        with pytest.raises(urllib.error.HTTPError) as unready:
+            urllib.request.urlopen(status_url(members[1]) + "/readyz", timeout=10)
+        reasons = json.loads(unready.value.read())["reasons"]
+        proxy.heal()
+        healed = time.monotonic()
+        wait_until(lambda: any(moment > healed for moment in downstream.arrivals("m1")), 6 * LEASE_SECONDS,
+                   message="the member never delivered again after DynamoDB came back")
+        for member in members:
+            assert member.stop(timeout=30) == 0
+    finally:
+        proxy.stop()
+    print(f"DynamoDB cut for one member: its last delivery began {max(downstream.arrivals('m1')[:1] + [m for m in downstream.arrivals('m1') if m <= healed]) - cut:.1f}s "
+          f"after the cut; peak {downstream.peak['all']}; readyz {reasons}")
+    assert late == []  # nothing started after its lease ended
+    assert downstream.peak["all"] <= cap
+    assert status["queues"][0]["state"] == "paused" and "lease lapsed" in status["queues"][0]["paused_reason"]
+    assert any("lease lapsed" in reason for reason in reasons)
+
+
+def test_clocks_seconds_apart_do_not_break_the_cap(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str,
+) -> None:
+    cap, total = 4, 300
+    queue = make_queue()
+    downstream = Downstream(http_app)
+    envs = []
+    for index, offset in enumerate((-4.0, 0.0, 4.0)):
+        site = tmp_path / f"clock{index}"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(
+            f"import time\n_time = time.time\ntime.time = lambda: _time() + {offset}\n"
+            f"_time_ns = time.time_ns\ntime.time_ns = lambda: _time_ns() + {int(offset * 1e9)}\n")
+        envs.append({**aws_env, "PYTHONPATH": str(site)})
+    configs = [member_config(tmp_path, i, queue, http_app, fleet_table,
+                             queue_keys={"fleet_max_concurrency": cap}) for i in range(3)]
+    members = start_members(daemon, aws_env, configs, envs)
+    send_batch(sqs, queue.url, [str(i) for i in range(total)])
+    wait_for_backlog_done(downstream, sqs, queue, total, 120)
+    for member in members:
+        assert member.stop(timeout=30) == 0
+    per_member = {f"m{i}": len(downstream.arrivals(f"m{i}")) for i in range(3)}
+    print(f"clocks -4 s, 0, +4 s: peak {downstream.peak['all']} under a cap of {cap}; deliveries {per_member}")
+    assert downstream.peak["all"] <= cap
+    assert min(per_member.values()) > 0
