@@ -5,6 +5,8 @@ Usage:
   workerless check [--online] [--iam] [options]
   workerless send QUEUE [BODY] [--attr=K=V...] [options]
   workerless demo [options]
+  workerless stats [--json] [--watch=S] [options]
+  workerless redrive DLQ [--to=QUEUE] [--max=N] [--rate=R] [--dry-run] [options]
   workerless -h | --help
   workerless --version
 
@@ -32,6 +34,12 @@ Options:
                              Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1
   --s3-bucket=B              send: a body over 256 KiB goes to this S3 bucket, and the message is
                              the AWS extended clients' pointer to it.
+  --json                     stats: a JSON list, one object per queue.
+  --watch=S                  stats: read again every S seconds (in place on a terminal).
+  --to=QUEUE                 redrive: send every message here, not to its workerless.source_queue.
+  --max=N                    redrive: move at most N messages.
+  --rate=R                   redrive: move at most R messages per second.
+  --dry-run                  redrive: count and show the first messages; move nothing.
   -h, --help                 Show this help.
   --version                  Show the version.
 
@@ -95,6 +103,10 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
     try:
         if args["send"]:
             return send(args, env)
+        if args["stats"] or args["redrive"]:
+            from .operator.commands import run_operator_command
+
+            return run_operator_command(args, env, flags)
         config = load_config(args["--config"], env, flags)
         reload = functools.partial(load_config, args["--config"], env, flags)  # SIGHUP reads the file again
         if not args["check"] and runs_on_the_wire_alone(config):

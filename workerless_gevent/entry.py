@@ -18,7 +18,7 @@ def main() -> int:
 
     early = None
     command = sys.argv[1] if len(sys.argv) > 1 else ""  # none: a run configured by WORKERLESS_* alone
-    if command not in ("check", "send", "demo", "-h", "--help", "--version"):  # the daemon runs
+    if command not in ("check", "send", "demo", "stats", "redrive", "-h", "--help", "--version"):  # the daemon runs
         from . import hangup
 
         hangup.hold()  # a reload asked for while starting is done once running, instead of ending the process

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .aws.session import trusted_ca_bundle
+from .aws.clients import build_command_client
 from .config.model import AwsConfig
 from .envelopes import OFFLOAD_THRESHOLD_BYTES, SIZE_ATTRIBUTES, PayloadPointer, message_bytes, pointer_body
 
@@ -15,10 +15,7 @@ from .envelopes import OFFLOAD_THRESHOLD_BYTES, SIZE_ATTRIBUTES, PayloadPointer,
 def send_message(session: Any, aws: AwsConfig, region: str, queue: str, body: str, attributes: dict[str, Any],
                  trace_header: str | None = None, s3_bucket: str | None = None) -> str:
     """The new message's id; AWS errors go up to the caller."""
-    options: dict[str, Any] = {"region_name": region, "verify": trusted_ca_bundle(aws.ca_bundle, session)}
-    if aws.endpoint_url:
-        options["endpoint_url"] = aws.endpoint_url
-    sqs = session.create_client("sqs", **options)
+    sqs = build_command_client(session, aws, region, "sqs")
     url = queue if "://" in queue else sqs.get_queue_url(QueueName=queue)["QueueUrl"]
     extra: dict[str, Any] = {}
     if url.endswith(".fifo"):
@@ -27,7 +24,7 @@ def send_message(session: Any, aws: AwsConfig, region: str, queue: str, body: st
     if trace_header:
         extra["MessageSystemAttributes"] = {"AWSTraceHeader": {"DataType": "String", "StringValue": trace_header}}
     if s3_bucket and message_bytes(body, attributes) > OFFLOAD_THRESHOLD_BYTES:
-        body, attributes = offload(session.create_client("s3", **options), s3_bucket, body, attributes)
+        body, attributes = offload(build_command_client(session, aws, region, "s3"), s3_bucket, body, attributes)
     response = sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes, **extra)
     return str(response["MessageId"])
 

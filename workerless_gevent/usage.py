@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-COMMANDS = ("check", "send", "demo")
+COMMANDS = ("check", "send", "demo", "stats", "redrive")
 COMMAND_OPTIONS = {"--online": "check", "--iam": "check", "--attr": "send", "--trace-header": "send",
-                   "--s3-bucket": "send"}  # options only one command takes
+                   "--s3-bucket": "send", "--json": "stats", "--watch": "stats", "--to": "redrive",
+                   "--max": "redrive", "--rate": "redrive", "--dry-run": "redrive"}  # options only one command takes
 REPEATABLE_OPTIONS = ("--attr",)
 
 
@@ -61,7 +62,9 @@ def describe_usage_error(arguments: Sequence[str], usage: str) -> str:
             return f"option {option} is only for workerless {owner}"
     if command == "send" and len(words) < 2:
         return "send needs a QUEUE"
-    extra = words[3:] if command == "send" else words[1:]
+    if command == "redrive" and len(words) < 2:
+        return "redrive needs a DLQ (the dead-letter queue to move messages from)"
+    extra = words[3:] if command == "send" else words[2:] if command == "redrive" else words[1:]
     if extra:
         return f"unexpected argument {extra[0]}"
     return "cannot parse the command line"

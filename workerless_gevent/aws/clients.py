@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent.event
 
-from ..config.model import Config, LambdaTargetConfig, wire_services
+from ..config.model import AwsConfig, Config, LambdaTargetConfig, wire_services
 from ..wire.sqs import SqsWire, proxy_for
 from .session import build_session, service_endpoint, trusted_ca_bundle
 
@@ -17,6 +17,9 @@ if TYPE_CHECKING:  # botocore's session and clients are imported where built: se
     import botocore.session
 
     from ..wire.aws_lambda import LambdaWire
+
+COMMAND_ATTEMPTS = 5  # per call of a command: an operator waits, a daemon's loop would retry instead
+
 
 @dataclass(frozen=True, slots=True)
 class Clients:
@@ -98,6 +101,20 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
     if any(queue.large_payloads for queue in config.queues):
         s3 = session.create_client("s3", region_name=region, config=s3_config(config), **endpoint)
     return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb, s3=s3)
+
+
+def build_command_client(session: Any, aws: AwsConfig, region: str, service: str) -> Any:
+    """The botocore client of a one-shot command (send, stats, redrive): the region the CLI resolved, [aws]
+    endpoint_url else botocore's endpoint chain (AWS_ENDPOINT_URL...), botocore's trust, and every call
+    retried in standard mode (throttles, 5xx, connection errors; capped exponential backoff with jitter)."""
+    import botocore.config
+
+    options: dict[str, Any] = {"region_name": region, "verify": trusted_ca_bundle(aws.ca_bundle, session)}
+    if aws.endpoint_url:
+        options["endpoint_url"] = aws.endpoint_url
+    retries = botocore.config.Config(connect_timeout=5, read_timeout=30,
+                                     retries={"mode": "standard", "total_max_attempts": COMMAND_ATTEMPTS})
+    return session.create_client(service, config=retries, **options)
 
 
 def sqs_limits(config: Config) -> tuple[int, float]:

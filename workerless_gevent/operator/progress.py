@@ -1,0 +1,67 @@
+"""How `redrive` shows its progress: tqdm's bar on a terminal (moved of the approximate total, rate, time
+left), otherwise one line per tenth of the total, for logs and pipes."""
+
+from __future__ import annotations
+
+from typing import Protocol, TextIO
+
+STEPS = 10  # lines off a terminal: one per 10 %
+
+
+class Progress(Protocol):
+    def advance(self, count: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def build_progress(total: int, stream: TextIO, description: str) -> Progress:
+    if stream.isatty():
+        return BarProgress(total, stream, description)
+    return LineProgress(total, stream)
+
+
+class BarProgress:
+    """tqdm on the terminal; the total grows if more messages arrive than the queue counted at the start."""
+
+    def __init__(self, total: int, stream: TextIO, description: str) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="msg", desc=description, file=stream, dynamic_ncols=True, leave=True)
+
+    def advance(self, count: int) -> None:
+        if self.bar.total is not None and self.bar.n + count > self.bar.total:
+            self.bar.total = self.bar.n + count
+        self.bar.update(count)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class NoProgress:
+    def advance(self, count: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class LineProgress:
+    """`moved 30 of 100 messages (30 %)` each time another tenth of the total is done."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self.total = total
+        self.stream = stream
+        self.done = 0
+        self.steps_shown = 0
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        total = max(self.total, self.done, 1)
+        step = self.done * STEPS // total
+        if step > self.steps_shown:
+            self.steps_shown = step
+            print(f"moved {self.done} of {max(self.total, self.done)} messages ({self.done * 100 // total} %)",
+                  file=self.stream, flush=True)
+
+    def close(self) -> None:
+        pass
