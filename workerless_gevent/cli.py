@@ -104,7 +104,7 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
         if args["send"]:
             return send(args, env)
         if args["stats"] or args["redrive"]:
-            from .operator.commands import run_operator_command
+            from .operations.commands import run_operator_command
 
             return run_operator_command(args, env, flags)
         config = load_config(args["--config"], env, flags)

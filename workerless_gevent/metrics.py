@@ -33,6 +33,7 @@ BUCKETS_SECONDS: dict[str, tuple[float, ...]] = {
 }
 
 GaugeReader = Callable[[], Mapping[str, float]]  # queue name -> current value
+Observer = Callable[[str, str, float], None]  # (queue, distribution, milliseconds) of each observation
 
 
 @dataclass
@@ -89,6 +90,7 @@ class Registry:
         self.failure_types: dict[str, tuple[int, str]] = {}
         # ("queue" or "target", name) -> (time.time(), text) of its latest failed delivery
         self.last_errors: dict[tuple[str, str], tuple[float, str]] = {}
+        self.observers: list[Observer] = []  # e.g. the status page's history, for its latency percentiles
 
     def count(self, queue: str, name: str, amount: int = 1) -> None:
         self.window.counters[(name, queue)] += amount
@@ -104,6 +106,8 @@ class Registry:
             bounds = BUCKETS_SECONDS.get(name, BUCKETS_SECONDS["DeliveryTime"])
             histogram = self.histograms[(name, queue)] = Histogram(bounds)
         histogram.add(milliseconds / 1000)
+        for observer in self.observers:
+            observer(queue, name, milliseconds)
 
     def track_gauge(self, name: str, read: GaugeReader) -> None:
         """A gauge sampled whenever someone reads it, so it can never drift from the truth."""

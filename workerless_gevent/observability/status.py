@@ -17,6 +17,7 @@ from gevent import pywsgi
 
 from ..errors import StartupError
 from ..metrics import OVERALL
+from .history import History
 from .snapshot import DaemonView, DeliveryRates, build_snapshot, check_health, check_readiness
 from .status_page import render_page
 
@@ -37,6 +38,7 @@ class StatusServer:
         self.view = view
         self.started_at = time.monotonic()
         self.rates = DeliveryRates(view.registry)
+        self.history = History(view.registry, lambda: view.config.concurrency)  # the page's charts
         self.exposition: Callable[[], bytes] | None = None  # built at the first scrape: prometheus-client costs 7 ms to import
         self.server = self.bind((host, int(port)), listen)
 
@@ -53,6 +55,7 @@ class StatusServer:
         deems fatal, and the probes would then fail while the daemon works; listen again instead."""
         while not stopped.wait(WATCH_SECONDS):
             self.rates.sample()  # so that the first look at the page already has deliveries per second
+            self.history.sample()
             if self.server.closed and not stopped.is_set():
                 address = self.server.address[:2]
                 logger.error("status server on %s:%s stopped listening; listening again", *address)
@@ -73,7 +76,10 @@ class StatusServer:
         self.server.stop(timeout=1)
 
     def snapshot(self) -> dict[str, Any]:
-        return build_snapshot(self.view, self.started_at, self.rates)
+        """The snapshot and, under `series`, the last 15 minutes the charts draw."""
+        document = build_snapshot(self.view, self.started_at, self.rates)
+        document["series"] = self.history.document()
+        return document
 
     def app(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from .charts import CHART_STYLE, render_charts
+
 REFRESH_SECONDS = 2
 SHOWN_TOTALS = ("Received", "Succeeded", "Failed", "Throttled", "Expired", "DeadLettered")
 MISSING = "\u2013"  # an en dash: not known (yet), as the backlog before the first GetQueueAttributes
@@ -41,12 +43,13 @@ def render_page(status: dict[str, Any]) -> str:
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{REFRESH_SECONDS}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{escape(title)}</title><style>{STYLE}</style></head>
+<title>{escape(title)}</title><style>{STYLE}{CHART_STYLE}</style></head>
 <body><header><h1>{escape(title)}</h1>
 <span class="badge {badge}" id="health">{escape(status["health"])}</span>
 <span class="meta">v{escape(status["version"])} · up {status["uptime_seconds"]:.0f}s
  · strategy {escape(status["strategy"])} · in flight {status["in_flight_count"]}/{status["concurrency"]}</span></header>
 <main><div class="cards">{render_cards(status["totals"], status.get("deliveries_per_second"))}</div>
+<section id="charts"><h2>Last 15 minutes</h2><div class="charts">{render_charts(status.get("series"))}</div></section>
 <section id="queues"><h2>Queues</h2>{render_queues(status["queues"])}</section>
 <section id="targets"><h2>Targets</h2>{render_targets(status.get("targets", []))}</section>
 <section id="in-flight"><h2>In flight ({status["in_flight_count"]})</h2>
