@@ -229,12 +229,16 @@ USAGE_ERRORS = [
     (["--drain=yes"], "option --drain takes no value"),
     (["--con=3"], "ambiguous option --con: --config or --concurrency"),
     (["--concurrency=1", "--concurrency=2"], "option --concurrency given more than once"),
-    (["frobnicate"], "unknown command frobnicate: the commands are check, send and demo"),
+    (["frobnicate"], "unknown command frobnicate: the commands are check, send, demo, stats and redrive"),
     (["check", "extra"], "unexpected argument extra"),
     (["send"], "send needs a QUEUE"),
     (["send", "q", "body", "more"], "unexpected argument more"),
     (["--online", "--queues=a"], "option --online is only for workerless check"),
     (["check", "--attr=k=v"], "option --attr is only for workerless send"),
+    (["redrive"], "redrive needs a DLQ (the dead-letter queue to move messages from)"),
+    (["redrive", "dlq", "extra"], "unexpected argument extra"),
+    (["stats", "--to=q"], "option --to is only for workerless redrive"),
+    (["redrive", "dlq", "--json"], "option --json is only for workerless stats"),
 ]
 
 
