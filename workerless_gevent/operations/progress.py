@@ -15,9 +15,19 @@ class Progress(Protocol):
 
 
 def build_progress(total: int, stream: TextIO, description: str) -> Progress:
-    if stream.isatty():
+    if stream.isatty() and has_width(stream):
         return BarProgress(total, stream, description)
     return LineProgress(total, stream)
+
+
+def has_width(stream: TextIO) -> bool:
+    """A terminal that says it is 0 columns wide (a bare pty) would get an empty bar from tqdm: lines instead."""
+    import os
+
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (OSError, ValueError):
+        return False
 
 
 class BarProgress:
