@@ -62,3 +62,15 @@ def test_s3_only_with_large_payloads_and_delete_only_when_asked(
         return
     assert s3 == [{"Sid": "ReadLargePayloads", "Effect": "Allow", "Action": actions, "Resource": ["arn:aws:s3:::*/*"]}]
     assert any("payload bucket" in note for note in policy_notes(policy))
+
+
+def test_a_fleet_adds_its_tables_conditional_writes_and_nothing_else_of_dynamodb() -> None:
+    from workerless_gevent.config.fleet import FleetConfig
+    config = Config(source="t", queues=(QueueConfig(name="jobs", fleet_max_concurrency=5),),
+                    targets={"default": HttpTargetConfig(name="default", url="http://127.0.0.1:8080/")},
+                    fleet=FleetConfig(table="workerless-fleet", name="orders"))
+    statements = {item["Sid"]: item for item in build_policy(config, "eu-west-1", "111122223333")["Statement"]}
+    fleet = statements["ShareFleetLimits"]
+    assert fleet["Resource"] == ["arn:aws:dynamodb:eu-west-1:111122223333:table/workerless-fleet"]
+    assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"} <= set(fleet["Action"])
+    assert not {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:Query"} & set(fleet["Action"])

@@ -52,4 +52,5 @@ def check_no_fleet_keys(config: Config, top: Table) -> None:
     for name, target in config.targets.items():
         for key in ("fleet_max_concurrency", "fleet_rate_limit"):
             if getattr(target, key) is not None:
-                raise top.table("targets").table(name).fail(key, problem, getattr(target, key))
+                table = top.table("targets").table(name)
+                raise table.fail(key, problem, table.data[key])  # as written, not as read (100, not 100.0)

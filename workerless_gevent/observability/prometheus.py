@@ -65,6 +65,7 @@ class RegistryCollector:
         yield from queue_gauges(status)
         yield from target_gauges(status)
         yield from signal_gauges(self.registry.read_gauges())
+        yield from fleet_metrics(status.get("fleet", []))
         for name in OVERALL_COUNTERS:
             overall = CounterMetricFamily(f"workerless_{snake_case(name)}", COUNTER_HELP.get(name, name))
             overall.add_metric([], self.registry.totals[(name, OVERALL)])
@@ -147,6 +148,23 @@ def signal_gauges(gauges: dict[tuple[str, str], float]) -> Iterator[Metric]:
         if name == "Backlog":
             backlog.add_metric([queue], value)
     yield backlog
+
+
+def fleet_metrics(limits: list[dict[str, Any]]) -> Iterator[Metric]:
+    """Per fleet-wide limit: this member's share now, deliveries in flight under it, waits, live members."""
+    share = GaugeMetricFamily("workerless_fleet_share", "This member's share of a fleet-wide limit now (0 while its "
+                              "lease has lapsed).", labels=["limit"])
+    in_flight = GaugeMetricFamily("workerless_fleet_in_flight", "This member's deliveries under a fleet-wide limit.",
+                                  labels=["limit"])
+    members = GaugeMetricFamily("workerless_fleet_members", "Live members sharing a fleet-wide limit.", labels=["limit"])
+    waits = CounterMetricFamily("workerless_fleet_waits", "Deliveries that waited for this member's share of a "
+                                "fleet-wide limit.", labels=["limit"])
+    for limit in limits:
+        share.add_metric([limit["limit"]], float(limit["share"]))
+        in_flight.add_metric([limit["limit"]], float(limit["in_flight"]))
+        members.add_metric([limit["limit"]], float(limit["live_members"]))
+        waits.add_metric([limit["limit"]], float(limit["waits"]))
+    yield from (share, in_flight, members, waits)
 
 
 def build_exposition(registry: Registry, snapshot: Snapshot) -> Callable[[], bytes]:

@@ -7,6 +7,7 @@ from html import escape
 from typing import Any
 
 from .charts import CHART_STYLE, render_charts
+from .fleet_section import render_fleet
 
 REFRESH_SECONDS = 2
 SHOWN_TOTALS = ("Received", "Succeeded", "Failed", "Throttled", "Expired", "DeadLettered")
@@ -52,6 +53,7 @@ def render_page(status: dict[str, Any]) -> str:
 <section id="charts"><h2>Last 15 minutes</h2><div class="charts">{render_charts(status.get("series"))}</div></section>
 <section id="queues"><h2>Queues</h2>{render_queues(status["queues"])}</section>
 <section id="targets"><h2>Targets</h2>{render_targets(status.get("targets", []))}</section>
+{render_fleet(status.get("fleet", []))}
 <section id="in-flight"><h2>In flight ({status["in_flight_count"]})</h2>
 {render_in_flight(status["in_flight"])}</section>
 <section id="failures"><h2>Failures by type</h2>{render_failures(status["failures"])}</section></main>
