@@ -18,6 +18,7 @@ from . import hangup
 from .aws.clients import Clients
 from .config.model import Config, HttpTargetConfig
 from .delivery.poller import Poller, QueueRow, Work
+from .delivery.queue import FLUSH_JOIN_SECONDS
 from .delivery.slots import MessageRow, Slots
 from .engine import Engine
 from .fleet.membership import FleetRow
@@ -34,6 +35,8 @@ from .supervision import spawn_supervised
 logger = logging.getLogger(__name__)
 
 REPEATED_SIGNAL_SECONDS = 1.0  # a signal this soon after the first is a duplicate (Heroku sends them)
+RECEIVES_JOIN_SECONDS = 5.0  # at stop, the least time receives on their way get to land
+FINAL_FLUSH_SECONDS = 3.0  # the last flush, after the grace period
 
 
 class Daemon:
@@ -188,16 +191,23 @@ class Daemon:
             for work in list(self.in_flight):
                 engine.settler.abandon(work)
         waiter.kill(block=False)
-        engine.settler.release(engine.stop_receiving(cancel_watchers=True))
+        engine.settler.release(engine.stop_receiving(cancel_watchers=True, wait_seconds=self.last_receives_seconds()))
         engine.fleet.leave()  # nothing runs under the shares any more
-        with gevent.Timeout(3, False):
-            self.flush_queues()
+        self.flush_queues(FINAL_FLUSH_SECONDS)  # each queue names what it could not send in that time
         self.flusher.flush_final(timeout_seconds=2)
 
-    def flush_queues(self) -> None:
+    def last_receives_seconds(self) -> float:
+        """How long the last stop waits for receives on their way: what is left of the grace period (at
+        least 5 s), since SQS hides what an abandoned receive hands out; 5 s after a second signal."""
+        if self.forced.is_set():
+            return RECEIVES_JOIN_SECONDS
+        left = self.stop_requested_at + self.config.shutdown_timeout - time.monotonic()
+        return max(RECEIVES_JOIN_SECONDS, left)
+
+    def flush_queues(self, timeout_seconds: float = FLUSH_JOIN_SECONDS) -> None:
         parts = self.parts
         queues = [*parts.queues.values(), *parts.dead_letter_queues.values(), *self.engine.replaced_queues]
-        gevent.joinall([gevent.spawn(queue.flush) for queue in queues])
+        gevent.joinall([gevent.spawn(queue.flush, timeout_seconds) for queue in queues])
 
     def watch_for_drained(self) -> None:
         """--drain: stop once every queue came back empty from a long poll and nothing is in flight."""

@@ -250,11 +250,12 @@ class Engine:
         self.dispatcher = gevent.spawn(self.slots.dispatch)
         self.dispatcher.link_exception(log_greenlet_failure)
 
-    def stop_receiving(self, cancel_watchers: bool) -> list[Message]:
-        """Every buffered message, the draining queues' included, for the caller to release."""
-        buffered = self.poller.stop(cancel_watchers)
+    def stop_receiving(self, cancel_watchers: bool, wait_seconds: float = 5.0) -> list[Message]:
+        """Every buffered message, the draining queues' included, for the caller to release; receives on
+        their way get `wait_seconds` to land."""
+        buffered = self.poller.stop(cancel_watchers, wait_seconds)
         if self.draining:
-            self.poller.receiver.stop(self.draining, cancel_watchers)
+            self.poller.receiver.stop(self.draining, cancel_watchers, wait_seconds)
             for state in self.draining:
                 buffered.extend(state.buffer)
                 state.buffer.clear()

@@ -84,6 +84,10 @@ class Batcher:
     def left(self) -> int:
         return len(self.pending) + len(self.retrying) + self.sending
 
+    def unsent(self) -> list[BatchEntry]:
+        """Entries not yet acknowledged (those of calls on their way excepted: their chunks are the senders')."""
+        return [*self.pending, *self.retrying]
+
     @property
     def sending(self) -> int:
         return self.calls

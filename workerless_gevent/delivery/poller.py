@@ -220,14 +220,14 @@ class Poller:
         self.wake.set()
         return released
 
-    def stop(self, cancel_watchers: bool = True) -> list[Message]:
+    def stop(self, cancel_watchers: bool = True, wait_seconds: float = 5.0) -> list[Message]:
         """Hand back every buffered message so the caller can release it.
 
         Killing a watcher mid long-poll can lose the reply to a receive SQS still completes, and
         hide its messages for a visibility timeout; so while deliveries drain, watchers may finish
         their poll (the loop ends since stopping is set) and what they got is handed back later.
         """
-        self.receiver.stop(self.states, cancel_watchers)
+        self.receiver.stop(self.states, cancel_watchers, wait_seconds)
         buffered: list[Message] = []
         for state in self.states:
             if cancel_watchers:

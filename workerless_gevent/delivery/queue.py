@@ -109,16 +109,19 @@ class SqsQueue:
     def pending_count(self) -> int:
         return sum(batcher.left() for batcher in self.batchers.values())
 
-    def flush(self) -> None:
-        """At stop: send everything pending without waiting for fuller batches, and wait for it."""
+    def flush(self, timeout_seconds: float = FLUSH_JOIN_SECONDS) -> None:
+        """At stop: send everything pending without waiting for fuller batches, and wait for it up to
+        `timeout_seconds`; what is still unsent then is named, message by message."""
         flushers = [batcher.drain() for batcher in self.batchers.values()]
         # Never killed mid-call: that would drop the batch it took.
-        gevent.joinall([flusher for flusher in flushers if flusher is not None], timeout=FLUSH_JOIN_SECONDS)
+        gevent.joinall([flusher for flusher in flushers if flusher is not None], timeout=timeout_seconds)
         for kind, batcher in self.batchers.items():
             batcher.given_up.log(force=True)  # a flusher still waiting on an outage has not said them yet
             if batcher.left():
-                logger.error("queue=%s %d %s changes still unsent at stop; SQS will deliver those messages again",
-                             self.name, batcher.left(), kind, extra=fields(queue=self.name, batch=kind))
+                ids = ",".join(entry.message.message_id for entry in batcher.unsent())
+                logger.error("queue=%s %d %s changes still unsent at stop; SQS will deliver those messages again "
+                             "once their visibility timeout ends: %s", self.name, batcher.left(), kind, ids,
+                             extra=fields(queue=self.name, batch=kind))
 
     def _delete_batch(self, chunk: list[BatchEntry], retry_until: float) -> dict[str, Any]:
         # Entry ids are the positions "0".."9": duplicates would fail the whole call.

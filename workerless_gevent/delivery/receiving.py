@@ -63,10 +63,18 @@ class Receiver:
         self.pace = pace  # seconds between two deliveries ending, on average (the poller's moving average)
         self.receivers = gevent.pool.Group()
 
-    def stop(self, states: list[QueueState], cancel_watchers: bool) -> None:
-        """Let short receives land (their messages are released with the buffer); kill the watchers if asked."""
-        self.receivers.join(timeout=5)
+    def stop(self, states: list[QueueState], cancel_watchers: bool, wait_seconds: float = 5.0) -> None:
+        """Let short receives land (their messages are released with the buffer); kill the watchers if asked.
+        A receive abandoned on its way is still answered by SQS, which hides its messages for the visibility
+        timeout: the last stop waits longer (`wait_seconds`) and names the queues of any still unanswered."""
+        self.receivers.join(timeout=wait_seconds)
         if cancel_watchers:
+            for state in states:
+                if state.receiving:
+                    logger.warning("queue=%s %d receives still unanswered at stop: the up to %d messages SQS hands "
+                                   "them stay invisible until their visibility timeout (%ds)", state.queue.name,
+                                   state.receiving, state.receiving * self.batch_size,
+                                   state.queue.config.visibility_timeout, extra=fields(queue=state.queue.name))
             watchers = [state.watcher for state in states if state.watcher is not None]
             gevent.killall(watchers, block=True, timeout=2)
 
