@@ -423,7 +423,7 @@ def test_one_message_we_cannot_read_is_skipped_and_the_rest_of_the_answer_delive
     answer = json.dumps({"Messages": [broken, good]}).encode()
     server = raw_server(lambda connection, nth, request: http_reply(200, answer, {"Content-Type": "application/x-amz-json-1.0"}))
     wire = SqsWire(server.url, "us-east-1", credentials(), concurrency=1, read_timeout=5)
-    queue = SqsQueue(None, QueueConfig(name="q"), server.url + "/1/q", "arn:aws:sqs:us-east-1:1:q", Registry().count, wire)
+    queue = SqsQueue(wire, QueueConfig(name="q"), server.url + "/1/q", "arn:aws:sqs:us-east-1:1:q", Registry().count)
     messages = queue.receive(10, 0)
     assert [message.message_id for message in messages] == ["m-good"]
     assert "received a message we cannot read" in caplog.text and "m-bad" in caplog.text
@@ -555,8 +555,7 @@ def test_sqs_queue_on_the_wire_batches_and_counts_stale_receipts(
             {"Id": str(i), "MessageBody": f"m{start + i}"} for i in range(min(10, 12 - start))])
     client = boto3.client("sqs", endpoint_url=proxy.url, region_name="us-east-1", aws_access_key_id="testing",
                           aws_secret_access_key="testing")
-    sqs_q = SqsQueue(client, QueueConfig(name=queue.name), queue.url, queue.arn, registry.count,
-                     wire_for(client))
+    sqs_q = SqsQueue(wire_for(client), QueueConfig(name=queue.name), queue.url, queue.arn, registry.count)
     messages: list[Message] = []
     while len(messages) < 12:
         batch = sqs_q.receive(10, 0)
@@ -581,8 +580,8 @@ def test_sqs_queue_on_the_wire_surfaces_a_dead_endpoint_as_an_aws_error(
     queue = make_queue()
     dead = boto3.client("sqs", endpoint_url=f"http://127.0.0.1:{free_port()}", region_name="us-east-1",
                         aws_access_key_id="testing", aws_secret_access_key="testing")
-    sqs_q = SqsQueue(sqs, QueueConfig(name=queue.name), queue.url, queue.arn, Registry().count,
-                     wire_for(dead, read_timeout=2))
+    sqs_q = SqsQueue(wire_for(dead, read_timeout=2), QueueConfig(name=queue.name), queue.url, queue.arn,
+                     Registry().count)
     with pytest.raises(AWS_ERRORS):
         sqs_q.receive(10, 0)
 

@@ -18,11 +18,14 @@ from tests.support import Queue, count_messages, wait_until
 from tests.support.faults import INTERNAL_ERROR, THROTTLED, FaultySqs, aws_error, faulty_sqs_fixture  # noqa: F401
 from tests.support.http_app import Reply
 from workerless_gevent.delivery.batch_failures import RETRY_CAP_SECONDS
-from workerless_gevent.config.model import QueueConfig
+from workerless_gevent.aws.clients import build_clients
+from workerless_gevent.config.model import AwsConfig, Config, HttpTargetConfig, QueueConfig
+from workerless_gevent.delivery.batching import BatchEntry
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import OVERALL, Registry
 from workerless_gevent.wire.retries import RETRY_COST, Retrier, RetryBudget
 from workerless_gevent.delivery.queue import SqsQueue
+from workerless_gevent.setup import build_parts
 from workerless_gevent.wire.sqs import SqsWire
 
 JSON = {"Content-Type": "application/x-amz-json-1.0"}
@@ -117,7 +120,7 @@ def test_a_deadline_stops_retries_that_would_end_after_it(raw_server: Callable[.
 def queue_on(proxy: FaultySqs, queue: Queue, registry: Registry, **settings: Any) -> SqsQueue:
     wire = SqsWire(proxy.url, "us-east-1", credentials(), concurrency=4, read_timeout=10,
                    retrier=Retrier(random.Random(3)))
-    return SqsQueue(None, QueueConfig(name=queue.name, **settings), queue.url, queue.arn, registry.count, wire,
+    return SqsQueue(wire, QueueConfig(name=queue.name, **settings), queue.url, queue.arn, registry.count,
                     random.Random(5))
 
 
@@ -347,3 +350,26 @@ def test_a_flapping_endpoint_is_announced_once_not_at_every_flap(
     assert faulty_sqs.faulted_count("DeleteMessageBatch") >= 3 * 5, "the endpoint did not flap 5 times"
     assert [level for level, _ in lines] == ["WARNING", "INFO"], lines
     assert flaps == 1
+
+
+def test_the_queues_the_daemon_builds_stop_batch_retries_at_the_deadline(
+    faulty_sqs: FaultySqs, sqs: Any, make_queue: Callable[..., Queue],
+) -> None:
+    """Built as `Engine` builds them (`build_clients`, then `setup.build_parts`), a queue's batch calls reach
+    the wire with their deadline: a throttled call is not retried past it, and is retried before it."""
+    queue = make_queue()
+    config = Config(source="test", queues=(QueueConfig(name=queue.name, visibility_timeout=60),),
+                    aws=AwsConfig(endpoint_url=faulty_sqs.url, region="us-east-1"),
+                    targets={"default": HttpTargetConfig(name="default", url="http://127.0.0.1:9/")})
+    parts = build_parts(config, build_clients(config), Registry(), random.Random(3))
+    sqs_q = parts.queues[queue.name]
+    (message,) = receive(sqs_q, sqs, queue, 1)
+    faulty_sqs.fail(THROTTLED, ("DeleteMessageBatch",))
+    send = sqs_q.batchers["delete"].send
+    entry = BatchEntry(message, None, message.visible_until)
+    with pytest.raises(botocore.exceptions.ClientError):
+        send([entry], time.monotonic())  # its deadline is now: a retry would end after it
+    assert faulty_sqs.faulted_count("DeleteMessageBatch") == 1
+    with pytest.raises(botocore.exceptions.ClientError):
+        send([entry], time.monotonic() + 60)
+    assert faulty_sqs.faulted_count("DeleteMessageBatch") == 1 + 3  # botocore's standard mode: 3 attempts

@@ -23,7 +23,7 @@ COMMAND_ATTEMPTS = 5  # per call of a command: an operator waits, a daemon's loo
 
 @dataclass(frozen=True, slots=True)
 class Clients:
-    sqs: Any  # every SQS call of the daemon: an wire.sqs.SqsWire, or the boto3 client where the wire cannot go
+    sqs: Any  # every SQS call of the daemon (SqsCalls): a wire.sqs.SqsWire, or BotocoreSqs where the wire cannot go
     lambda_: Any | None  # Invoke: a wire.aws_lambda.LambdaWire, or the boto3 client where the wire cannot go
     cloudwatch: Any | None
     region: str
@@ -48,28 +48,12 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
     # container may not have.
     ca_bundle = trusted_ca_bundle(config.aws.ca_bundle, session)
     endpoint["verify"] = ca_bundle
-    sqs_pool, sqs_read_timeout = sqs_limits(config)
-    sqs_url = service_endpoint(session, "sqs", region, config.aws.endpoint_url)
-    sqs: Any
-    if sqs_url is not None and proxy_for(sqs_url) is None:
-        sqs = build_sqs_wire(config, region, sqs_url, session.get_credentials(), ca_bundle)
-    else:  # botocore's proxy support and its FIPS/dual-stack endpoints are not repeated on the wire
-        sqs = session.create_client(
-            "sqs",
-            region_name=region,
-            config=botocore.config.Config(
-                max_pool_connections=sqs_pool,
-                connect_timeout=5,
-                read_timeout=sqs_read_timeout,
-                tcp_keepalive=True,
-                retries={"mode": "standard", "total_max_attempts": 3},
-            ),
-            **endpoint,
-        )
+    sqs = build_sqs(config, region, session, endpoint, ca_bundle)
     lambda_: Any = None
     if "lambda" in wire_services(config):
         lambda_url = service_endpoint(session, "lambda", region, config.aws.endpoint_url)
-        if lambda_url is not None and proxy_for(lambda_url) is None:  # as for SQS
+        if wire_serves(lambda_url):
+            assert lambda_url is not None
             lambda_ = build_lambda_wire(config, region, lambda_url, session.get_credentials(), ca_bundle)
         else:
             lambda_ = session.create_client(
@@ -115,6 +99,46 @@ def build_command_client(session: Any, aws: AwsConfig, region: str, service: str
     retries = botocore.config.Config(connect_timeout=5, read_timeout=30,
                                      retries={"mode": "standard", "total_max_attempts": COMMAND_ATTEMPTS})
     return session.create_client(service, config=retries, **options)
+
+
+def wire_serves(url: str | None) -> bool:
+    """The one choice between our wire and botocore's client, for SQS and Lambda alike: the wire, unless
+    the calls must go through a proxy, or botocore's endpoint rules give no plain URL (FIPS, dual-stack)."""
+    return url is not None and proxy_for(url) is None
+
+
+def build_sqs(config: Config, region: str, session: botocore.session.Session, endpoint: dict[str, Any],
+              ca_bundle: str) -> Any:
+    """Every SQS call of the daemon (`delivery.queue.SqsCalls`): the wire, or botocore's client behind the
+    same calls."""
+    import botocore.config
+
+    url = service_endpoint(session, "sqs", region, config.aws.endpoint_url)
+    if wire_serves(url):
+        assert url is not None
+        return build_sqs_wire(config, region, url, session.get_credentials(), ca_bundle)
+    connections, read_timeout = sqs_limits(config)
+    client = session.create_client("sqs", region_name=region, config=botocore.config.Config(
+        max_pool_connections=connections, connect_timeout=5, read_timeout=read_timeout, tcp_keepalive=True,
+        retries={"mode": "standard", "total_max_attempts": 3}), **endpoint)
+    return BotocoreSqs(client)
+
+
+class BotocoreSqs:
+    """botocore's SQS client with the wire's calls: a batch call takes the `deadline` the wire's retries
+    stop at, which botocore's own retries (3 attempts, within seconds) do not know; the rest is the client's."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def delete_message_batch(self, *, deadline: float | None = None, **params: Any) -> dict[str, Any]:
+        return dict(self.client.delete_message_batch(**params))
+
+    def change_message_visibility_batch(self, *, deadline: float | None = None, **params: Any) -> dict[str, Any]:
+        return dict(self.client.change_message_visibility_batch(**params))
 
 
 def sqs_limits(config: Config) -> tuple[int, float]:

@@ -15,7 +15,6 @@ from ..config.model import QueueConfig
 from ..errors import error_code
 from ..logs import fields
 from ..message import Message
-from ..wire.sqs import SqsWire
 from .batching import STALE_HANDLE_CODES, BatchEntry, Batcher
 
 logger = logging.getLogger(__name__)
@@ -25,7 +24,8 @@ FLUSH_JOIN_SECONDS = 5.0  # at stop, how long batches already on their way (and 
 
 
 class SqsCalls(Protocol):
-    """The SQS calls a queue makes, as both `wire.sqs.SqsWire` and a boto3 SQS client take them."""
+    """The SQS calls a queue makes, as `wire.sqs.SqsWire` and `aws.clients.BotocoreSqs` take them: a batch
+    call is not retried past its `deadline` (time.monotonic())."""
 
     def receive_message(self, *, QueueUrl: str, MaxNumberOfMessages: int, WaitTimeSeconds: int,
                         VisibilityTimeout: int, MessageSystemAttributeNames: list[str],
@@ -44,11 +44,11 @@ class SqsCalls(Protocol):
 class SqsQueue:
     """A resolved queue and its two coalescing batchers (deletes, visibility changes)."""
 
-    def __init__(self, sqs: Any, config: QueueConfig, url: str, arn: str, count: Callable[[str, str], None],
-                 wire: SqsWire | None = None, rng: random.Random | None = None) -> None:
-        # every call (receive, batches, send): an wire.sqs.SqsWire when given, else the boto3 client
-        self.hot: SqsCalls = sqs if wire is None else wire
-        self.on_wire = wire is not None
+    def __init__(self, sqs: SqsCalls, config: QueueConfig, url: str, arn: str, count: Callable[[str, str], None],
+                 rng: random.Random | None = None) -> None:
+        # every call (receive, batches, send): `aws.clients.Clients.sqs`, the wire or botocore's client
+        # behind the same calls (aws.clients.BotocoreSqs), as production builds it
+        self.hot = sqs
         self.config = config
         self.name = config.name
         self.url = url
@@ -126,18 +126,14 @@ class SqsQueue:
     def _delete_batch(self, chunk: list[BatchEntry], retry_until: float) -> dict[str, Any]:
         # Entry ids are the positions "0".."9": duplicates would fail the whole call.
         handles = [{"Id": str(i), "ReceiptHandle": e.message.receipt_handle} for i, e in enumerate(chunk)]
-        return dict(self.hot.delete_message_batch(QueueUrl=self.url, Entries=handles, **self._until(retry_until)))
+        return dict(self.hot.delete_message_batch(QueueUrl=self.url, Entries=handles, deadline=retry_until))
 
     def _change_visibility_batch(self, chunk: list[BatchEntry], retry_until: float) -> dict[str, Any]:
         entries: list[dict[str, Any]] = [
             {"Id": str(i), "ReceiptHandle": e.message.receipt_handle, "VisibilityTimeout": e.visibility_timeout_seconds}
             for i, e in enumerate(chunk)
         ]
-        return dict(self.hot.change_message_visibility_batch(QueueUrl=self.url, Entries=entries, **self._until(retry_until)))
-
-    def _until(self, retry_until: float) -> dict[str, float]:
-        """No retry of the wire's own starts past `retry_until` (botocore's client has no such bound)."""
-        return {"deadline": retry_until} if self.on_wire else {}
+        return dict(self.hot.change_message_visibility_batch(QueueUrl=self.url, Entries=entries, deadline=retry_until))
 
 
 def is_sender_fault(error: BaseException) -> bool:
