@@ -31,7 +31,7 @@ class HttpTarget:
         host, port = url.hostname or "127.0.0.1", url.port or (443 if url.scheme == "https" else 80)
         self.name = config.name
         self.config = config
-        self.path = url.path or "/"
+        self.path = quote_path(url.path or "/")  # once, not per POST: only an attribute's path varies
         self.messages_per_delivery = 1
         self.hard_deadline_seconds = float(config.connect_timeout + config.inactivity_timeout)
         self.pause = Pause()
@@ -50,11 +50,8 @@ class HttpTarget:
         return self.hard_deadline_seconds * len(messages)  # one POST after the other
 
     def post(self, queue: QueueInfo, message: Message) -> Outcome:
-        path = message.string_attribute(PATH_ATTRIBUTE) or self.path
-        if not path.startswith("/"):
-            path = "/" + path
-        # A path from a message attribute may hold spaces, controls or non-ASCII: the request line can't.
-        path = urllib.parse.quote(path, safe="!$%&'()*+,/:;=?@[]~")
+        routed = message.string_attribute(PATH_ATTRIBUTE)
+        path = quote_path(routed) if routed else self.path
         # Read timeouts are per read: a server trickling bytes is only stopped by this deadline.
         deadline = time.monotonic() + self.hard_deadline_seconds
         try:
@@ -88,6 +85,13 @@ class HttpTarget:
 
     def close(self) -> None:
         self.connections.close()
+
+
+def quote_path(path: str) -> str:
+    """A path from a message attribute may hold spaces, controls or non-ASCII: the request line can't."""
+    if not path.startswith("/"):
+        path = "/" + path
+    return urllib.parse.quote(path, safe="!$%&'()*+,/:;=?@[]~")
 
 
 def build_headers(queue_name: str, message: Message, content_type: str) -> dict[str, str]:
