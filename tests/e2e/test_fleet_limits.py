@@ -9,7 +9,8 @@ monotonic clocks, so neither frees a share early."""
 from __future__ import annotations
 
 import json
-import signal
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +23,7 @@ import gevent
 import pytest
 
 from tests.e2e.helpers import send_batch
-from tests.support import Daemon, HttpApp, Queue, build_config_file, count_messages, status_url, wait_until
+from tests.support import REPO_ROOT, Daemon, HttpApp, Queue, build_config_file, count_messages, status_url, wait_until
 from tests.support.chaos import ChaosProxy
 from tests.support.http_app import RecordedRequest, Reply
 
@@ -133,6 +134,10 @@ def test_three_daemons_under_one_queue_cap_never_exceed_it_and_keep_it_busy(
     assert mean >= 0.7 * cap  # and the cap was used while the backlog lasted
     assert sum(per_member.values()) == total and min(per_member.values()) > 0  # every member took part
     assert len({request.body for request in http_app.requests}) == total
+    checked = subprocess.run([sys.executable, "bin/workerless", "check", "--online", "-c", str(configs[0])],
+                             env=aws_env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    assert f"fleet table {fleet_table}: ACTIVE, key 'slot'" in checked.stderr
 
 
 def test_a_sigkilled_members_share_is_taken_by_the_others_within_a_lease(
@@ -207,6 +212,9 @@ def test_a_member_that_loses_dynamodb_stops_at_its_lease_end_and_the_others_take
         send_batch(sqs, queue.url, [str(i) for i in range(total)])
         wait_until(lambda: downstream.now["m1"] > 0 and downstream.now["m0"] > 0, 60, interval=0.02,
                    message="both members should be delivering")
+        limit = f"queue/{queue.name}/concurrency"
+        metrics = urllib.request.urlopen(status_url(members[1]) + "/metrics", timeout=10).read().decode()
+        page = urllib.request.urlopen(status_url(members[1]) + "/", timeout=10).read().decode()
         proxy.outage(refuse=True)
         cut = time.monotonic()
         # It stops starting work when its lease ends on its own clock (a lease after its last write at most).
@@ -229,6 +237,8 @@ def test_a_member_that_loses_dynamodb_stops_at_its_lease_end_and_the_others_take
         proxy.stop()
     print(f"DynamoDB cut for one member: its last delivery began {max(downstream.arrivals('m1')[:1] + [m for m in downstream.arrivals('m1') if m <= healed]) - cut:.1f}s "
           f"after the cut; peak {downstream.peak['all']}; readyz {reasons}")
+    assert f'workerless_fleet_share{{limit="{limit}"}}' in metrics
+    assert "Fleet-wide limits" in page and limit in page
     assert late == []  # nothing started after its lease ended
     assert downstream.peak["all"] <= cap
     assert status["queues"][0]["state"] == "paused" and "lease lapsed" in status["queues"][0]["paused_reason"]

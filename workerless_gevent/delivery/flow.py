@@ -13,10 +13,27 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from ..config.model import Config, TargetConfig
 
 Clock = Callable[[], float]
+
+
+class SharedLimit(Protocol):
+    """A limit shared with other daemons (`fleet.gate.FleetGate`), asked like a target's flow."""
+
+    limit_id: str
+
+    def wait_seconds(self, has_work: bool) -> float: ...
+
+    def room(self) -> int: ...
+
+    def start(self) -> bool: ...
+
+    def finish(self) -> None: ...
+
+    def lapsed_reason(self) -> str: ...
 
 
 class TokenBucket:

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 import gevent
 import gevent.event
 
-from ..fleet.gate import FleetGate
 from ..message import Message
-from .flow import TargetFlow
+from .flow import SharedLimit, TargetFlow
 from .ordering import Strategy
 from .queue import SqsQueue
 from .receiving import Admit, Count, Receiver, moving_average
@@ -64,7 +63,7 @@ class QueueState:
     window_seconds: float = 0.0  # a Lambda batching window: how long to wait to fill take_size
     in_flight: int = 0  # deliveries from this queue now
     last_empty_at: float = -math.inf  # time.monotonic() of its latest receive that came back empty
-    fleet_gates: tuple[FleetGate, ...] = ()  # its fleet-wide limits (fleet/): shares leased across daemons
+    fleet_gates: tuple[SharedLimit, ...] = ()  # its fleet-wide limits (fleet/): shares leased across daemons
 
     def wait_seconds(self) -> float:
         """0 when a delivery from this queue may start now; infinity while capped (a finish wakes)."""
