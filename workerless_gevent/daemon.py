@@ -180,6 +180,7 @@ class Daemon:
     def shut_down(self) -> None:
         """Release the buffers at once, give deliveries their grace period, then release the rest."""
         engine = self.engine
+        engine.fleet.wind_down()
         engine.stop_gates()
         engine.settler.release(engine.stop_receiving(cancel_watchers=not self.in_flight))
         self.flush_queues()

@@ -80,9 +80,7 @@ class FleetGate:
         return waited
 
     def finish(self) -> None:
-        self.in_flight = max(0, self.in_flight - 1)
-        if self.bucket is None and self.in_flight < self.allowance:
-            self.wake()
+        self.in_flight = max(0, self.in_flight - 1)  # the poller's finish wakes the slots
 
     def wants_more(self) -> bool:
         """Work waited for this limit since the last write, or waits now."""

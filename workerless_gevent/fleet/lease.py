@@ -51,6 +51,7 @@ class Lease:
         self.failures = 0
         self.last_error = ""
         self.requests = 0
+        self.winding_down = gevent.event.Event()  # the daemon is stopping: renew for what runs, never join or grow
 
     @property
     def is_whole(self) -> bool:
@@ -75,7 +76,7 @@ class Lease:
     def is_write_due(self) -> bool:
         now = self.clock()
         if self.counter is None:
-            return self.gate.wants_more()
+            return self.gate.wants_more() and not self.winding_down.is_set()
         since = now - self.written_at
         if since >= self.renew_seconds:
             return True
@@ -98,6 +99,8 @@ class Lease:
         """Publish what this member wants now, and take or give back share; a conflict's answer is the fresh item."""
         now = self.clock()
         want = self.gate.take_demand(now - self.written_at)
+        if self.winding_down.is_set():  # what still runs keeps its share until it ends; nothing more is asked
+            want = float(self.gate.in_flight) if self.gate.kind == "concurrency" else 0.0
         self.written_at = now
         for _ in range(CONFLICT_RETRIES):
             if self.write_once(want):
@@ -127,7 +130,9 @@ class Lease:
             mine = Member(granted, want, self.last_counter, self.gate.in_flight, self.host)
             written = self.request(lambda: self.item.raise_share(mine, self.counter, self.view.version, dead))
             return self.landed(written, sent, granted, granted)
-        publish = min(self.published, max(part, float(self.gate.in_flight)))
+        # A lowered cap is published once this member's own deliveries are below it; a lowered rate at once
+        # (the bucket already holds no more than the new burst).
+        publish = min(self.published, max(part, float(self.gate.in_flight)) if self.is_whole else part)
         mine = Member(publish, want, self.last_counter, self.gate.in_flight, self.host)
         written = self.request(lambda: self.item.renew(mine, self.counter or 0, dead))
         return self.landed(written, sent, publish, min(part, publish))
@@ -172,5 +177,8 @@ class Lease:
 
     def leave(self) -> None:
         """At stop, once deliveries have ended: free this member's share at once instead of after a lease."""
-        if self.counter is not None:
+        self.winding_down.set()
+        for _ in range(CONFLICT_RETRIES):  # the loop's own renewal may land first: then the counter moved
+            if self.counter is None:
+                return
             self.landed(self.request(lambda: self.item.leave(self.counter or 0)), self.clock(), 0.0, 0.0)

@@ -99,6 +99,11 @@ class Fleet:
                 if stopping.wait(delay):
                     return
 
+    def wind_down(self) -> None:
+        """The daemon is stopping: no lease joins or grows any more; what runs keeps its share."""
+        for lease in self.leases.values():
+            lease.winding_down.set()
+
     def leave(self) -> None:
         """At stop, after the deliveries: free every share at once rather than a lease later."""
         jobs = [gevent.spawn(lease.leave) for lease in self.leases.values() if lease.counter is not None]
