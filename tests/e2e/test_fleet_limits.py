@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,16 +75,6 @@ class Downstream:
         return peak
 
 
-@pytest.fixture
-def fleet_table(moto_server: Any) -> Iterator[str]:
-    name = f"fleet-{time.monotonic_ns() % 10**9}"
-    yield name
-    try:
-        moto_server.client("dynamodb").delete_table(TableName=name)
-    except Exception:  # a test that never got as far as creating it
-        pass
-
-
 def member_config(tmp_path: Path, index: int, queue: Queue, app: HttpApp, table: str, *, concurrency: int = 6,
                   queue_keys: dict[str, Any] | None = None, target_keys: dict[str, Any] | None = None,
                   status: bool = False, visibility_seconds: int = 60) -> Path:
@@ -105,6 +95,16 @@ def start_members(daemon: Callable[..., Daemon], env: dict[str, str], configs: l
     return members
 
 
+def start_fleet(daemon: Callable[..., Daemon], env: dict[str, str], tmp_path: Path, queue: Queue, app: HttpApp,
+                table: str, sqs: Any, count: int, total: int, envs: list[dict[str, str]] | None = None,
+                **keys: Any) -> tuple[list[Path], list[Daemon]]:
+    """`count` members started (each logged its start), then `total` messages sent to their queue."""
+    configs = [member_config(tmp_path, i, queue, app, table, **keys) for i in range(count)]
+    members = start_members(daemon, env, configs, envs)
+    send_batch(sqs, queue.url, [str(i) for i in range(total)])
+    return configs, members
+
+
 def wait_for_backlog_done(downstream: Downstream, sqs: Any, queue: Queue, total: int, timeout: float) -> None:
     wait_until(lambda: len(downstream.spans) >= total, timeout,
                message=lambda: f"{len(downstream.spans)} of {total} delivered; in flight {dict(downstream.now)}")
@@ -113,15 +113,13 @@ def wait_for_backlog_done(downstream: Downstream, sqs: Any, queue: Queue, total:
 
 def test_three_daemons_under_one_queue_cap_never_exceed_it_and_keep_it_busy(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
-    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str,
+    make_queue: Callable[..., Queue], tmp_path: Path, claims_table: str,
 ) -> None:
     cap, total = 6, 360
     queue = make_queue()
     downstream = Downstream(http_app)
-    configs = [member_config(tmp_path, i, queue, http_app, fleet_table,
-                             queue_keys={"fleet_max_concurrency": cap}) for i in range(3)]
-    members = start_members(daemon, aws_env, configs)
-    send_batch(sqs, queue.url, [str(i) for i in range(total)])
+    configs, members = start_fleet(daemon, aws_env, tmp_path, queue, http_app, claims_table, sqs, 3, total,
+                                   queue_keys={"fleet_max_concurrency": cap})
     wait_for_backlog_done(downstream, sqs, queue, total, 120)
     for member in members:
         assert member.stop(timeout=30) == 0
@@ -137,21 +135,19 @@ def test_three_daemons_under_one_queue_cap_never_exceed_it_and_keep_it_busy(
     checked = subprocess.run([sys.executable, "bin/workerless", "check", "--online", "-c", str(configs[0])],
                              env=aws_env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stderr
-    assert f"fleet table {fleet_table}: ACTIVE, key 'slot'" in checked.stderr
+    assert f"fleet table {claims_table}: ACTIVE, key 'slot'" in checked.stderr
 
 
 def test_a_sigkilled_members_share_is_taken_by_the_others_within_a_lease(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
-    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str,
+    make_queue: Callable[..., Queue], tmp_path: Path, claims_table: str,
 ) -> None:
     cap, total = 6, 600
     queue = make_queue()
     downstream = Downstream(http_app)
     # What the killed member had received comes back a visibility timeout after its last heartbeat.
-    configs = [member_config(tmp_path, i, queue, http_app, fleet_table, visibility_seconds=10,
-                             queue_keys={"fleet_max_concurrency": cap}) for i in range(3)]
-    members = start_members(daemon, aws_env, configs)
-    send_batch(sqs, queue.url, [str(i) for i in range(total)])
+    _, members = start_fleet(daemon, aws_env, tmp_path, queue, http_app, claims_table, sqs, 3, total,
+                             visibility_seconds=10, queue_keys={"fleet_max_concurrency": cap})
     wait_until(lambda: downstream.now["m2"] > 0 and len(downstream.spans) > 60, 60, interval=0.02,
                message="the third member holds no share")
     members[2].kill()
@@ -171,15 +167,13 @@ def test_a_sigkilled_members_share_is_taken_by_the_others_within_a_lease(
 
 def test_a_fleet_rate_over_two_daemons_holds_every_second_and_is_used(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
-    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str,
+    make_queue: Callable[..., Queue], tmp_path: Path, claims_table: str,
 ) -> None:
     rate, total = 10, 150
     queue = make_queue()
     downstream = Downstream(http_app, hold_seconds=0.0)
-    configs = [member_config(tmp_path, i, queue, http_app, fleet_table, target_keys={"fleet_rate_limit": rate})
-               for i in range(2)]
-    members = start_members(daemon, aws_env, configs)
-    send_batch(sqs, queue.url, [str(i) for i in range(total)])
+    _, members = start_fleet(daemon, aws_env, tmp_path, queue, http_app, claims_table, sqs, 2, total,
+                             target_keys={"fleet_rate_limit": rate})
     wait_for_backlog_done(downstream, sqs, queue, total, 120)
     for member in members:
         assert member.stop(timeout=30) == 0
@@ -197,7 +191,7 @@ def test_a_fleet_rate_over_two_daemons_holds_every_second_and_is_used(
 
 def test_a_member_that_loses_dynamodb_stops_at_its_lease_end_and_the_others_take_its_share(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
-    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str, moto_endpoint: str,
+    make_queue: Callable[..., Queue], tmp_path: Path, claims_table: str, moto_endpoint: str,
 ) -> None:
     cap, total = 4, 900
     queue = make_queue()
@@ -205,7 +199,7 @@ def test_a_member_that_loses_dynamodb_stops_at_its_lease_end_and_the_others_take
     proxy = ChaosProxy(moto_endpoint)
     proxy.start()
     try:
-        configs = [member_config(tmp_path, i, queue, http_app, fleet_table, status=True,
+        configs = [member_config(tmp_path, i, queue, http_app, claims_table, status=True,
                                  queue_keys={"fleet_max_concurrency": cap}) for i in range(2)]
         envs = [aws_env, {**aws_env, "AWS_ENDPOINT_URL_DYNAMODB": proxy.url}]
         members = start_members(daemon, aws_env, configs, envs)
@@ -247,7 +241,7 @@ def test_a_member_that_loses_dynamodb_stops_at_its_lease_end_and_the_others_take
 
 def test_clocks_seconds_apart_do_not_break_the_cap(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
-    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str,
+    make_queue: Callable[..., Queue], tmp_path: Path, claims_table: str,
 ) -> None:
     cap, total = 4, 300
     queue = make_queue()
@@ -260,10 +254,8 @@ def test_clocks_seconds_apart_do_not_break_the_cap(
             f"import time\n_time = time.time\ntime.time = lambda: _time() + {offset}\n"
             f"_time_ns = time.time_ns\ntime.time_ns = lambda: _time_ns() + {int(offset * 1e9)}\n")
         envs.append({**aws_env, "PYTHONPATH": str(site)})
-    configs = [member_config(tmp_path, i, queue, http_app, fleet_table,
-                             queue_keys={"fleet_max_concurrency": cap}) for i in range(3)]
-    members = start_members(daemon, aws_env, configs, envs)
-    send_batch(sqs, queue.url, [str(i) for i in range(total)])
+    _, members = start_fleet(daemon, aws_env, tmp_path, queue, http_app, claims_table, sqs, 3, total, envs,
+                             queue_keys={"fleet_max_concurrency": cap})
     wait_for_backlog_done(downstream, sqs, queue, total, 120)
     for member in members:
         assert member.stop(timeout=30) == 0
@@ -279,12 +271,12 @@ def fleet_rows(member: Daemon) -> list[dict[str, Any]]:
 
 def test_dynamodb_requests_follow_the_lease_not_the_messages_and_stop_when_idle(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
-    make_queue: Callable[..., Queue], tmp_path: Path, fleet_table: str,
+    make_queue: Callable[..., Queue], tmp_path: Path, claims_table: str,
 ) -> None:
     cap, total = 4, 600
     queue = make_queue()
     downstream = Downstream(http_app, hold_seconds=0.02)
-    configs = [member_config(tmp_path, i, queue, http_app, fleet_table, status=True,
+    configs = [member_config(tmp_path, i, queue, http_app, claims_table, status=True,
                              queue_keys={"fleet_max_concurrency": cap}) for i in range(2)]
     members = start_members(daemon, aws_env, configs)
     assert [row["dynamodb_requests"] for member in members for row in fleet_rows(member)] == [0, 0]  # idle: none

@@ -18,7 +18,7 @@ import gevent.lock
 from ..config.model import Config, QueueConfig
 import botocore.exceptions
 
-from ..errors import AWS_ERRORS, StartupError, describe_error, error_code
+from ..errors import StartupError, describe_error, error_code
 from ..periodic.claims import Claims
 from .gate import FleetGate
 from .lease import Lease
@@ -85,19 +85,8 @@ class Fleet:
         if self.config.fleet is None:
             return
         claims = Claims(self.dynamodb, self.config.fleet.table, self.member_id)
-        attempt = 0
-        while not self.table_ready.is_set():
-            try:
-                if claims.wait_for_table(stopping):
-                    self.table_ready.set()
-                return
-            except (*AWS_ERRORS, TimeoutError) as error:
-                attempt += 1
-                delay = min(30.0, 2.0 ** attempt) * (0.5 + self.rng.random())
-                logger.error("fleet: table %s not usable (%s); nothing starts under a fleet-wide limit until it "
-                             "is; retrying in %.0fs", claims.table_name, describe_error(error), delay)
-                if stopping.wait(delay):
-                    return
+        if claims.wait_until_usable(stopping, self.rng, "nothing starts under a fleet-wide limit"):
+            self.table_ready.set()
 
     def wind_down(self) -> None:
         """The daemon is stopping: no lease joins or grows any more; what runs keeps its share."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import random
 import time
 from typing import Any
 
 import botocore.exceptions
 import gevent.event
 
-from ..errors import error_code
+from ..errors import AWS_ERRORS, describe_error, error_code
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,21 @@ class Claims:
             status = self.describe_status()
         self.enable_expiry()
         return True
+
+    def wait_until_usable(self, stopping: gevent.event.Event, rng: random.Random, cost: str) -> bool:
+        """`wait_for_table`, tried again (jittered, doubling to a minute) until it works; False if stopping first.
+        Each failure is one ERROR line saying what it costs meanwhile (`cost`)."""
+        attempt = 0
+        while True:
+            try:
+                return self.wait_for_table(stopping)
+            except (*AWS_ERRORS, TimeoutError) as error:
+                attempt += 1
+                delay = min(60.0, 2.0**attempt) * (0.5 + rng.random())
+                logger.error("DynamoDB table %s not usable (%s); %s until it is; retrying in %.0fs", self.table_name,
+                             describe_error(error), cost, delay)
+                if stopping.wait(delay):
+                    return False
 
     def describe_status(self) -> str | None:
         try:

@@ -102,17 +102,7 @@ class Scheduler:
 
     def wait_for_claims_table(self, claims: Claims, stopping: gevent.event.Event) -> bool:
         """Retry until the table is usable: sending without it could send a slot twice."""
-        attempt = 0
-        while True:
-            try:
-                return claims.wait_for_table(stopping)
-            except (*AWS_ERRORS, TimeoutError) as error:
-                attempt += 1
-                delay = min(60.0, 2.0**attempt) * (0.5 + self.rng.random())
-                logger.error("periodic: claims table %s not usable (%s); no periodic task is sent until it is; "
-                             "retrying in %.0fs", claims.table_name, describe_error(error), delay)
-                if stopping.wait(delay):
-                    return False
+        return claims.wait_until_usable(stopping, self.rng, "no periodic task is sent")
 
     def tick(self, now: datetime) -> None:
         """Collect the slots that came due since the last tick and send each one not yet settled."""
