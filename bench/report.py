@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import fleet
+import fleet_limits
 import harness
 import scale
 
@@ -76,7 +77,8 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
     """The printed table's rows (figure, daemon, baseline, ratio) of the scenarios that ran, in run order."""
     scenario = results["scenarios"]
     rows = [row for name, rows_of in SCENARIO_ROWS if name in scenario for row in rows_of(scenario[name])]
-    return rows + scale.table_rows(scenario, cell, ratio_text) + fleet.table_rows(scenario, cell, ratio_text)
+    return (rows + scale.table_rows(scenario, cell, ratio_text) + fleet.table_rows(scenario, cell, ratio_text)
+            + fleet_limits.table_rows(scenario, cell, ratio_text))
 
 
 def compared(label: str, block: dict[str, Any], key: str, digits: int = 1) -> Row:

@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable
 
 import fleet
+import fleet_limits
 import flow
 import harness
 import polling
@@ -185,5 +186,6 @@ def latency(bench: Bench) -> dict[str, Any]:
 RUNNERS: dict[str, Callable[[Bench], dict[str, Any]]] = {
     "throughput": throughput, "components": components, "slow_sink": slow_sink,
     "requests": polling.requests, "idle": polling.idle, "wake": polling.wake, "memory": memory,
-    "priority": polling.priority, "latency": latency, **scale.RUNNERS, **flow.RUNNERS, **fleet.RUNNERS}
+    "priority": polling.priority, "latency": latency, **scale.RUNNERS, **flow.RUNNERS, **fleet.RUNNERS,
+    **fleet_limits.RUNNERS}
 SCENARIOS = tuple(RUNNERS)
