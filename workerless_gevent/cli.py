@@ -131,21 +131,23 @@ def runs_on_the_wire_alone(config: Config) -> bool:
 
 def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
                    reload: Callable[[], Config] | None = None) -> int:
-    """The daemon with region, endpoint and credentials from `aws.child`, which runs while this process
-    imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
+    """The daemon with region, endpoint and credentials from the environment alone (`aws.environment`) or
+    from `aws.child`, which runs while this process imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
     endpoints), the daemon resolves in-process as before. ConfigError goes up (exit 2)."""
-    from .aws.child import ChildCredentials, ChildResolution
+    from .aws.child import ChildCredentials, ChildResolution, Resolved
+    from .aws.environment import resolve_from_environment
     from .wire.sqs import proxy_for
 
     services = wire_services(config)
     if early is not None:
         early.ask(config.aws, config.source, services)
-    resolution = early or ChildResolution(config.aws, config.source, services)
+    resolution = early or resolve_from_environment(config.aws, env, config.source, services) \
+        or ChildResolution(config.aws, config.source, services)
     from .aws.clients import Clients, build_lambda_wire, build_sqs_wire
     from .daemon import Daemon  # noqa: F401  (imported while the child works)
 
     try:
-        resolved = resolution.result()
+        resolved = resolution if isinstance(resolution, Resolved) else resolution.result()
     except StartupError as error:
         configure_logging(config.log_format, config.log_level)
         print(f"workerless: cannot start: {error}", file=sys.stderr)

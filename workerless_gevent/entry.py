@@ -14,6 +14,7 @@ PLUGIN_GROUP = "[gevent.plugins"  # the entry-point groups gevent announces its 
 
 
 def main() -> int:
+    import os
     import sys
 
     early = None
@@ -22,8 +23,11 @@ def main() -> int:
         from . import hangup
 
         hangup.hold()  # a reload asked for while starting is done once running, instead of ending the process
-        if command:
-            # Region and credentials resolve in a child process while this one patches and imports (aws.child).
+        from .aws.environment import environment_suffices
+
+        if command and not environment_suffices(os.environ):
+            # Region and credentials resolve in a child process while this one patches and imports (aws.child);
+            # static keys in the environment need none (aws.environment).
             from .aws.child import EarlyResolution
 
             early = EarlyResolution()

@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import re
-import urllib.request
 from collections.abc import Mapping
-from typing import Any
-
-import botocore.session
-from botocore.utils import InstanceMetadataRegionFetcher, resolve_imds_endpoint_mode
+from typing import TYPE_CHECKING, Any
 
 from ..config.model import AwsConfig
 from ..errors import ConfigError
+
+if TYPE_CHECKING:  # botocore and urllib are imported where used: aws.environment reads local_region without them
+    import botocore.session
 
 logger = logging.getLogger(__name__)
 
@@ -30,11 +29,9 @@ NO_REGION = "no AWS region: set [aws] region, AWS_REGION or AWS_DEFAULT_REGION (
 def resolve_region(aws: AwsConfig, env: Mapping[str, str], session: botocore.session.Session,
                    origin: str = "the config") -> tuple[str, str]:
     """(region, where it came from); `session` carries the profile, `origin` names the config file."""
-    if aws.region:
-        return checked(aws.region, origin, "aws.region"), f"[aws] region in {origin}"
-    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
-        if env.get(name):
-            return checked(env[name], name, ""), name
+    local = local_region(aws, env, origin)
+    if local is not None:
+        return local
     profile = session.profile or "default"
     in_profile = session.get_scoped_config().get("region")
     if in_profile:
@@ -46,6 +43,16 @@ def resolve_region(aws: AwsConfig, env: Mapping[str, str], session: botocore.ses
     if ec2:
         return ec2, "EC2 instance metadata"
     raise ConfigError("workerless", "", NO_REGION)
+
+
+def local_region(aws: AwsConfig, env: Mapping[str, str], origin: str) -> tuple[str, str] | None:
+    """The chain's first steps, which need no AWS config file: [aws] region, AWS_REGION, AWS_DEFAULT_REGION."""
+    if aws.region:
+        return checked(aws.region, origin, "aws.region"), f"[aws] region in {origin}"
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if env.get(name):
+            return checked(env[name], name, ""), name
+    return None
 
 
 def checked(region: str, source: str, key: str) -> str:
@@ -60,6 +67,8 @@ def ecs_region(env: Mapping[str, str]) -> str | None:
     base = env.get("ECS_CONTAINER_METADATA_URI_V4") or env.get("ECS_CONTAINER_METADATA_URI")
     if not base:
         return None
+    import urllib.request
+
     # A link-local endpoint: never through HTTP_PROXY.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
@@ -87,6 +96,8 @@ def region_of_task(task: Any) -> str | None:
 
 def ec2_region(env: Mapping[str, str], core: botocore.session.Session) -> str | None:
     """The instance's region from IMDS (one short attempt); AWS_EC2_METADATA_DISABLED=true skips it."""
+    from botocore.utils import InstanceMetadataRegionFetcher, resolve_imds_endpoint_mode
+
     try:
         fetcher = InstanceMetadataRegionFetcher(
             timeout=METADATA_TIMEOUT, num_attempts=1, env=dict(env),
