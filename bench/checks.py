@@ -58,7 +58,18 @@ def memory_checks(memory: dict[str, Any]) -> list[dict[str, Any]]:
     return [check(f"peak RSS under load, c={c} (worst run; {issue} target)",
                   memory[f"c{c}"]["daemon"]["peak_rss_mb"]["max"], f"<= {limit} MB", lambda v, m=limit: v <= m)
             for c, limit, issue in ((50, 60, "issue 6"), (500, 80, "issue 6"), (50, 40, "scale"), (1000, 60, "scale"))
-            if f"c{c}" in memory]
+            if f"c{c}" in memory] + tree_checks(memory)
+
+
+def tree_checks(memory: dict[str, Any]) -> list[dict[str, Any]]:
+    """issue 22: the whole process tree (a container's limit counts every process) at c=50, all slots busy."""
+    if "c50" not in memory:
+        return []
+    daemon = memory["c50"]["daemon"]
+    return [check("process tree peak RSS, c=50 (worst run; issue 22)", daemon["peak_tree_rss_mb"]["max"], "<= 40 MB",
+                  lambda v: v <= 40),
+            check("process tree peak / idle RSS, c=50 (worst run; issue 22)", daemon["tree_peak_over_idle"]["max"],
+                  "<= 1.25", lambda v: v <= 1.25)]
 
 
 def priority_checks(priority: dict[str, Any]) -> list[dict[str, Any]]:

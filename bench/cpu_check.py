@@ -64,7 +64,8 @@ def main() -> int:
                     result = drain(bench, daemon_bin, f"cpu-{name}-rtt{rtt}-{index}", rtt, args.messages)
                     log(f"  {name} rtt={rtt}ms run {index + 1}: {result['cpu_us_per_msg']:.0f} us CPU/msg, "
                         f"{result['msgs_per_s']:.0f} msg/s, {result['sqs_requests_per_msg']:.3f} SQS requests/msg "
-                        f"{result['sqs_by_action']}, peak RSS {result['peak_rss_mb']:.1f} MB")
+                        f"{result['sqs_by_action']}, peak RSS {result['peak_rss_mb']:.1f} MB "
+                        f"(process tree {result['peak_tree_rss_mb'] or 0:.1f} MB)")
                     figures.setdefault((name, rtt), []).append(result)
     finally:
         bench.fauxqs.set_delay(bench.fauxqs.default_delay_ms)

@@ -270,12 +270,34 @@ def proc_status_kb(pid: int, key: str) -> int | None:
     return None
 
 
+def descendants(pid: int) -> list[int]:
+    """pid and every process under it, from /proc/PID/task/TID/children."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as handle:
+                    todo += [int(child) for child in handle.read().split()]
+        except OSError:
+            pass
+    return found
+
+
+def tree_rss_kb(pid: int) -> int | None:
+    """VmRSS of pid and its descendants together (a container's memory limit counts them all); None once gone."""
+    values = [proc_status_kb(member, "VmRSS") for member in descendants(pid)]
+    return sum(value for value in values if value) or None
+
+
 @dataclass
 class Sample:
     at: float  # time.monotonic()
     count: int  # sink deliveries so far
     cpu: float | None  # process utime+stime, seconds
     hwm_kb: int | None  # VmHWM
+    tree_kb: int | None = None  # VmRSS of the process and its children (the credentials child, if any)
 
 
 @dataclass
@@ -375,7 +397,9 @@ class Worker:
 
     def sample(self, sink: Sink | None) -> Sample:
         count = sink.stats()["count"] if sink is not None else 0
-        item = Sample(time.monotonic(), count, self.cpu(), proc_status_kb(self.pid, "VmHWM"))
+        alive = self.exit_code is None
+        item = Sample(time.monotonic(), count, self.cpu(), proc_status_kb(self.pid, "VmHWM"),
+                      tree_rss_kb(self.pid) if alive else None)
         self.samples.append(item)
         return item
 
@@ -387,6 +411,12 @@ class Worker:
         if self.rusage is not None:
             return self.rusage.ru_maxrss / 1024
         return None
+
+
+    def peak_tree_rss_mb(self) -> float | None:
+        """The largest sampled sum of VmRSS over the process and its children."""
+        values = [s.tree_kb for s in self.samples if s.tree_kb]
+        return max(values) / 1024 if values else None
 
 
 def worker_env(endpoint: str) -> dict[str, str]:

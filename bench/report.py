@@ -94,7 +94,8 @@ def throughput_rows(throughput: dict[str, Any]) -> list[Row]:
         block = throughput[f"c{c}"]
         rows += [compared(f"throughput c={c}: msgs/s", block, "msgs_per_s", 0),
                  compared(f"throughput c={c}: CPU us/msg", block, "cpu_us_per_msg", 0),
-                 compared(f"throughput c={c}: peak RSS MB", block, "peak_rss_mb")]
+                 compared(f"throughput c={c}: peak RSS MB", block, "peak_rss_mb"),
+                 compared(f"throughput c={c}: peak RSS of the process tree MB", block, "peak_tree_rss_mb")]
     return rows
 
 
@@ -136,7 +137,12 @@ def memory_rows(memory: dict[str, Any]) -> list[Row]:
     rows = []
     for c in (c for c in (50, 500, 1000) if f"c{c}" in memory):
         rows += [compared(f"peak RSS MB c={c} (sink {memory['delay_ms']}ms)", memory[f"c{c}"], "peak_rss_mb"),
-                 compared(f"  in flight at the sink, c={c}", memory[f"c{c}"], "sink_max_in_flight", 0)]
+                 compared(f"  process tree (daemon and children): peak RSS MB, c={c}", memory[f"c{c}"],
+                          "peak_tree_rss_mb")]
+        if c == 50:
+            rows += [compared("  process tree idle, RSS MB, c=50", memory["c50"], "idle_tree_rss_mb"),
+                     compared("  process tree peak / idle, c=50", memory["c50"], "tree_peak_over_idle", 2)]
+        rows.append(compared(f"  in flight at the sink, c={c}", memory[f"c{c}"], "sink_max_in_flight", 0))
     return rows
 
 

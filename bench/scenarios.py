@@ -47,9 +47,9 @@ def throughput(bench: Bench) -> dict[str, Any]:
                 log(f"  throughput c={concurrency} {kind} run {index + 1}: {result['msgs_per_s']:.0f} msg/s, "
                     f"{result['cpu_us_per_msg']:.0f} us CPU/msg ({result['cpu_share_of_one_core']:.0%} of a core; "
                     f"fauxqs {result['fauxqs_cpu_us_per_msg']:.0f} us/msg, sink {result['sink_cpu_us_per_msg']:.0f}"
-                    f" us/msg), {result['peak_rss_mb']:.1f} MB")
+                    f" us/msg), {result['peak_rss_mb']:.1f} MB, process tree {result['peak_tree_rss_mb']:.1f} MB")
                 runs[kind].append(result)
-        out[f"c{concurrency}"] = summarize(runs, ("msgs_per_s", "cpu_us_per_msg", "peak_rss_mb",
+        out[f"c{concurrency}"] = summarize(runs, ("msgs_per_s", "cpu_us_per_msg", "peak_rss_mb", "peak_tree_rss_mb",
                                                   "cpu_share_of_one_core", "fauxqs_cpu_us_per_msg",
                                                   "sink_cpu_us_per_msg"))
     return out
@@ -116,13 +116,21 @@ def memory(bench: Bench) -> dict[str, Any]:
         runs: dict[str, list[dict[str, Any]]] = {"daemon": [], "baseline": []}
         for index in range(s.runs):
             for kind in ("daemon", "baseline"):
+                # issue 22: the tree's peak while every slot is busy, against the same build idle (c=50 only)
+                idle = (bench.idle_run(kind, f"mem-idle-{kind}-{index}", concurrency=concurrency)
+                        if concurrency == 50 else None)
                 result = bench.backlog_run(kind, f"mem-c{concurrency}-{kind}-{index}", concurrency=concurrency,
                                           messages=messages, delay_ms=s.memory_delay_ms,
                                           max_connections=concurrency)
+                result["idle_tree_rss_mb"] = idle
+                peak = result["peak_tree_rss_mb"]
+                result["tree_peak_over_idle"] = peak / idle if peak and idle else None
                 log(f"  memory c={concurrency} {kind} run {index + 1}: peak RSS {result['peak_rss_mb']:.1f} MB, "
-                    f"{result['sink_max_in_flight']} in flight at the sink")
+                    f"process tree {peak or 0:.1f} MB" + (f" (idle {idle:.1f} MB)" if idle else "") +
+                    f", {result['sink_max_in_flight']} in flight at the sink")
                 runs[kind].append(result)
-        out[f"c{concurrency}"] = summarize(runs, ("peak_rss_mb", "sink_max_in_flight", "msgs_per_s"))
+        out[f"c{concurrency}"] = summarize(runs, ("peak_rss_mb", "peak_tree_rss_mb", "idle_tree_rss_mb",
+                                                  "tree_peak_over_idle", "sink_max_in_flight", "msgs_per_s"))
         out[f"c{concurrency}"]["messages"] = messages
     out["delay_ms"] = s.memory_delay_ms
     return out

@@ -114,6 +114,7 @@ class Bench:
             "msgs_per_s": delivered / span_s if span_s > 0 else None,
             **cpu_figures(worker, messages, helper_cpu),
             "peak_rss_mb": worker.peak_rss_mb(),
+            "peak_tree_rss_mb": worker.peak_tree_rss_mb(),
             "sink_max_in_flight": stats["max_in_flight"],
             "sink_mean_held_ms": stats["mean_held_ms"],
             "sqs_requests": sum(by_action.values()),
@@ -122,6 +123,24 @@ class Bench:
             "left_in_queue": left,
             "exit_code": code,
         }
+
+    def idle_run(self, kind: str, label: str, *, concurrency: int, seconds: float = 3.0) -> float | None:
+        """The process tree's RSS in MB once started on an empty queue and idle for `seconds` (the last of
+        samples every 100 ms): the figure a drain's peak is compared with."""
+        name = unique(label)
+        url = self.sqs.create(name)
+        worker = self.worker(kind, label, queues=[name], concurrency=concurrency)
+        try:
+            worker.wait_started()
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                worker.sample(None)
+                time.sleep(0.1)
+            return (worker.samples[-1].tree_kb or 0) / 1024 or None
+        finally:
+            worker.stop()
+            self.sqs.delete(url)
+            self.fauxqs.forget(name)
 
     def _sample_until_delivered(self, worker: Worker, messages: int) -> list[tuple[float | None, ...]]:
         """Sample the worker until the sink has every message; the CPU of fauxqs and the sink at the first
