@@ -8,7 +8,8 @@ CloudWatch metrics, no DynamoDB claims, no FIPS or dual-stack endpoint, no proxy
 have run itself: the region chain (`region.resolve_region`), the endpoint (`aws.service_endpoint`),
 the CA bundle and botocore's credential chain ([aws] profile, AWS_PROFILE, the environment, config and
 credentials files, SSO, assume-role, web identity, ECS and EC2 metadata, credential_process). The
-child prints one JSON line and exits. The daemon starts it first thing (`EarlyResolution`): the child
+child prints one JSON line and exits (no child at all when the environment alone answers: aws.environment).
+The daemon starts it first thing (`EarlyResolution`): the child
 imports botocore while the daemon patches gevent and loads its configuration, then gets the request.
 
 Temporary credentials are renewed the same way, by a new child, 15 minutes before they expire
