@@ -83,11 +83,14 @@ class Lease:
         return since >= self.renew_seconds / 4 and (self.could_grow() or self.could_give_back())
 
     def could_grow(self) -> bool:
-        """Work waits, and the last answer showed room for more than this member holds."""
+        """Work waits, and the last answer showed free room toward this member's fair part."""
         if not self.gate.wants_more() or self.published >= self.gate.local_most:
             return False
-        dead = self.liveness.dead(self.view, self.clock(), self.item.member_id)
-        return grant(self.view, self.item.member_id, self.gate.limit, self.gate.limit, dead) > self.published
+        me = self.item.member_id
+        dead = self.liveness.dead(self.view, self.clock(), me)
+        part = fair_share(self.view, me, self.gate.local_most, self.gate.limit, dead, self.is_whole)
+        room = grant(self.view, me, part, self.gate.limit, dead)
+        return (math.floor(room) if self.is_whole else room) > self.published
 
     def could_give_back(self) -> bool:
         """A share this member is lowering has drained below its new part, and another member wants more."""
@@ -129,13 +132,20 @@ class Lease:
         if self.counter is None or granted > self.published:
             mine = Member(granted, want, self.last_counter, self.gate.in_flight, self.host)
             written = self.request(lambda: self.item.raise_share(mine, self.counter, self.view.version, dead))
-            return self.landed(written, sent, granted, granted)
+            return self.landed(written, sent, granted, self.part_after(written, want, granted))
         # A lowered cap is published once this member's own deliveries are below it; a lowered rate at once
         # (the bucket already holds no more than the new burst).
         publish = min(self.published, max(part, float(self.gate.in_flight)) if self.is_whole else part)
         mine = Member(publish, want, self.last_counter, self.gate.in_flight, self.host)
         written = self.request(lambda: self.item.renew(mine, self.counter or 0, dead))
-        return self.landed(written, sent, publish, min(part, publish))
+        return self.landed(written, sent, publish, self.part_after(written, want, min(part, publish)))
+
+    def part_after(self, written: Written, want: float, allowance: float) -> float:
+        """What this member may use after a write: no more than its fair part in the item the write returned,
+        which shows members that joined since the item the write was computed from (they get their part sooner)."""
+        me = self.item.member_id
+        dead = self.liveness.dead(written.view, self.clock(), me)
+        return min(allowance, fair_share(written.view, me, want, self.gate.limit, dead, self.is_whole))
 
     def request(self, call: Callable[[], Written | View]) -> Written:
         self.requests += 1
