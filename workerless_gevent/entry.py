@@ -20,7 +20,7 @@ def main() -> int:
     early = None
     command = sys.argv[1] if len(sys.argv) > 1 else ""  # none: a run configured by WORKERLESS_* alone
     if command not in ("check", "send", "demo", "stats", "redrive", "-h", "--help", "--version"):  # the daemon runs
-        from . import hangup
+        from .lifecycle import hangup
 
         hangup.hold()  # a reload asked for while starting is done once running, instead of ending the process
         from .aws.environment import environment_suffices
@@ -32,7 +32,7 @@ def main() -> int:
 
             early = EarlyResolution()
     patch_gevent()
-    from .cli import main as run_cli
+    from .commands.cli import main as run_cli
 
     return run_cli(early=early)
 

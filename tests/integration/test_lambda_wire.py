@@ -45,7 +45,7 @@ from workerless_gevent.wire.sqs import SqsWire
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
 from workerless_gevent.wire.retries import BUDGET_TOKENS, Retrier, RetryBudget
-from workerless_gevent.setup import build_parts
+from workerless_gevent.lifecycle.assembly import build_parts
 from workerless_gevent.targets import QueueInfo
 from workerless_gevent.targets.aws_lambda import LambdaTarget
 

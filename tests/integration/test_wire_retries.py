@@ -25,7 +25,7 @@ from workerless_gevent.message import Message
 from workerless_gevent.metrics import OVERALL, Registry
 from workerless_gevent.wire.retries import RETRY_COST, Retrier, RetryBudget
 from workerless_gevent.delivery.queue import SqsQueue
-from workerless_gevent.setup import build_parts
+from workerless_gevent.lifecycle.assembly import build_parts
 from workerless_gevent.wire.sqs import SqsWire
 
 JSON = {"Content-Type": "application/x-amz-json-1.0"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from workerless_gevent.config.model import Config, HttpTargetConfig, LambdaTargetConfig, QueueConfig
-from workerless_gevent.iam import build_policy, function_arn, policy_notes, queue_arn
+from workerless_gevent.commands.iam import build_policy, function_arn, policy_notes, queue_arn
 
 
 @pytest.mark.parametrize(("name", "url", "expected"), [

@@ -65,12 +65,12 @@ from typing import Any
 
 from docopt import DocoptExit, docopt
 
-from . import __version__
-from .aws.session import open_session
-from .config.loading import OPTION_NAMES, load_config
-from .config.model import AwsConfig, Config, wire_services
-from .errors import ConfigError, ExitStatus, StartupError
-from .logs import configure_logging
+from .. import __version__
+from ..aws.session import open_session
+from ..config.loading import OPTION_NAMES, load_config
+from ..config.model import AwsConfig, Config, wire_services
+from ..errors import ConfigError, ExitStatus, StartupError
+from ..logs import configure_logging
 from .usage import describe_usage_error
 
 logger = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
         if args["send"]:
             return send(args, env)
         if args["stats"] or args["redrive"]:
-            from .operations.commands import run_operator_command
+            from .operations import run_operator_command
 
             return run_operator_command(args, env, flags)
         config = load_config(args["--config"], env, flags)
@@ -134,17 +134,17 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
     """The daemon with region, endpoint and credentials from the environment alone (`aws.environment`) or
     from `aws.child`, which runs while this process imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
     endpoints), the daemon resolves in-process as before. ConfigError goes up (exit 2)."""
-    from .aws.child import ChildCredentials, ChildResolution, Resolved
-    from .aws.environment import resolve_from_environment
-    from .wire.sqs import proxy_for
+    from ..aws.child import ChildCredentials, ChildResolution, Resolved
+    from ..aws.environment import resolve_from_environment
+    from ..wire.sqs import proxy_for
 
     services = wire_services(config)
     if early is not None:
         early.ask(config.aws, config.source, services)
     resolution = early or resolve_from_environment(config.aws, env, config.source, services) \
         or ChildResolution(config.aws, config.source, services)
-    from .aws.clients import Clients, build_lambda_wire, build_sqs_wire
-    from .daemon import Daemon  # noqa: F401  (imported while the child works)
+    from ..aws.clients import Clients, build_lambda_wire, build_sqs_wire
+    from ..lifecycle.daemon import Daemon  # noqa: F401  (imported while the child works)
 
     try:
         resolved = resolution if isinstance(resolution, Resolved) else resolution.result()
@@ -170,9 +170,9 @@ def run(config: Config, session: Any, region: str, where: str, clients: Any = No
         reload: Callable[[], Config] | None = None) -> int:
     """The daemon on `clients` (aws.Clients), or on clients built from `session`; `reload` reads the
     configuration again (SIGHUP)."""
-    from .aws.clients import build_clients
-    from .daemon import Daemon
-    from .metrics import Registry
+    from ..aws.clients import build_clients
+    from ..lifecycle.daemon import Daemon
+    from ..metrics import Registry
 
     configure_logging(config.log_format, config.log_level)
     try:
@@ -199,21 +199,21 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
             target["headers"] = dict.fromkeys(target["headers"], "(set, hidden)")
     effective["aws"]["region"] = region  # the one the daemon would use, wherever it came from
     print(json.dumps(effective, indent=2, default=str))
-    from .setup import build_parts, dead_letter_warnings
+    from ..lifecycle.assembly import build_parts, dead_letter_warnings
 
     if not online:
         print(f"region: {region} (from {where})", file=sys.stderr)
         for warning in dead_letter_warnings(config):
             print(f"warning: {warning}", file=sys.stderr)
         return ExitStatus.OK
-    from .aws.clients import build_clients
-    from .metrics import Registry
+    from ..aws.clients import build_clients
+    from ..metrics import Registry
 
     try:
         clients = build_clients(config, region, session)
         parts = build_parts(config, clients, Registry(), random.Random())
         if config.fleet is not None:
-            from .fleet.membership import describe_table
+            from ..fleet.membership import describe_table
             print(describe_table(clients.dynamodb, config.fleet.table), file=sys.stderr)
     except StartupError as error:
         print(f"workerless: {error}", file=sys.stderr)
@@ -246,7 +246,7 @@ def print_policy(config: Config, online: bool, session: Any, region: str, where:
 
 def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
     """Enqueue one message: for operators and demos, using the config's [aws] settings if given."""
-    from .errors import AWS_ERRORS, describe_error
+    from ..errors import AWS_ERRORS, describe_error
     from .sending import send_message
 
     attributes = {}

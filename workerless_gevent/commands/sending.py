@@ -7,9 +7,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .aws.clients import build_command_client
-from .config.model import AwsConfig
-from .envelopes import OFFLOAD_THRESHOLD_BYTES, SIZE_ATTRIBUTES, PayloadPointer, message_bytes, pointer_body
+from ..aws.clients import build_command_client
+from ..config.model import AwsConfig
+from ..envelopes import OFFLOAD_THRESHOLD_BYTES, SIZE_ATTRIBUTES, PayloadPointer, message_bytes, pointer_body
 
 
 def send_message(session: Any, aws: AwsConfig, region: str, queue: str, body: str, attributes: dict[str, Any],

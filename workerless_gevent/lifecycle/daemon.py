@@ -14,23 +14,23 @@ from collections.abc import Callable
 import gevent
 import gevent.event
 
+from ..aws.clients import Clients
+from ..config.model import Config, HttpTargetConfig
+from ..delivery.poller import Poller, QueueRow, Work
+from ..delivery.queue import FLUSH_JOIN_SECONDS
+from ..delivery.slots import MessageRow, Slots
+from ..fleet.membership import FleetRow
+from ..metrics import OVERALL, Registry
+from ..observability.backlog import watch_backlog
+from ..observability.cloudwatch import MetricsFlusher
+from ..observability.snapshot import TargetRow
+from ..observability.status import StatusServer
+from ..periodic.scheduler import build_scheduler
+from ..supervision import spawn_supervised
 from . import hangup
-from .aws.clients import Clients
-from .config.model import Config, HttpTargetConfig
-from .delivery.poller import Poller, QueueRow, Work
-from .delivery.queue import FLUSH_JOIN_SECONDS
-from .delivery.slots import MessageRow, Slots
+from .assembly import Parts, dead_letter_warnings
 from .engine import Engine
-from .fleet.membership import FleetRow
-from .metrics import OVERALL, Registry
-from .observability.backlog import watch_backlog
-from .observability.cloudwatch import MetricsFlusher
-from .observability.snapshot import TargetRow
-from .observability.status import StatusServer
-from .periodic.scheduler import build_scheduler
 from .reload import reload_configuration
-from .setup import Parts, dead_letter_warnings
-from .supervision import spawn_supervised
 
 logger = logging.getLogger(__name__)
 

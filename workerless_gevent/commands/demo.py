@@ -24,7 +24,7 @@ import gevent
 import gevent.event
 from gevent.pywsgi import WSGIServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: bin/, conf/
 SAMPLES = (("default", 4), ("submissions", 3), ("payments", 3))  # sent lowest priority first
 
 

@@ -14,8 +14,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from .config.model import Config, LambdaTargetConfig
-from .errors import AWS_ERRORS, StartupError, describe_error
+from ..config.model import Config, LambdaTargetConfig
+from ..errors import AWS_ERRORS, StartupError, describe_error
 
 POLICY_VERSION = "2012-10-17"
 ANY_ACCOUNT = "*"
@@ -40,10 +40,10 @@ LAMBDA_PARTIAL = re.compile(r"(?:(?P<account>\d{12}):function:)?(?P<name>[\w-]+)
 def resolve_online(config: Config, region: str, session: Any) -> tuple[str, dict[str, str]]:
     """check --iam --online: the caller's account (STS) and every queue's ARN as SQS reports it
     (what check --online resolves). StartupError when AWS says no."""
-    from .aws.clients import build_clients
-    from .aws.session import trusted_ca_bundle
-    from .metrics import Registry
-    from .setup import build_parts
+    from ..aws.clients import build_clients
+    from ..aws.session import trusted_ca_bundle
+    from ..metrics import Registry
+    from ..lifecycle.assembly import build_parts
 
     endpoint = {"endpoint_url": config.aws.endpoint_url} if config.aws.endpoint_url else {}
     sts = session.create_client("sts", region_name=region, verify=trusted_ca_bundle(config.aws.ca_bundle, session),

@@ -13,23 +13,23 @@ from dataclasses import dataclass
 import gevent
 import gevent.event
 
-from .aws.clients import Clients
-from .config.model import Config, HttpTargetConfig, LambdaTargetConfig, TargetConfig
-from .delivery.flow import TargetFlow, build_flow, build_flows
-from .delivery.leases import Leases
-from .delivery.ordering import STRATEGIES
-from .delivery.outcomes import Settler
-from .delivery.poller import Poller, QueueRow, QueueState, Work, queue_row
-from .delivery.queue import SqsQueue
-from .delivery.slots import Slots
-from .fleet.membership import Fleet
-from .message import Message
-from .metrics import Registry
-from .observability.snapshot import TargetRow
-from .setup import build_parts, queue_info
-from .supervision import log_greenlet_failure, spawn_supervised
-from .targets import Target
-from .targets.readiness import AppReadiness
+from ..aws.clients import Clients
+from ..config.model import Config, HttpTargetConfig, LambdaTargetConfig, TargetConfig
+from ..delivery.flow import TargetFlow, build_flow, build_flows
+from ..delivery.leases import Leases
+from ..delivery.ordering import STRATEGIES
+from ..delivery.outcomes import Settler
+from ..delivery.poller import Poller, QueueRow, QueueState, Work, queue_row
+from ..delivery.queue import SqsQueue
+from ..delivery.slots import Slots
+from ..fleet.membership import Fleet
+from ..message import Message
+from ..metrics import Registry
+from ..observability.snapshot import TargetRow
+from ..supervision import log_greenlet_failure, spawn_supervised
+from ..targets import Target
+from ..targets.readiness import AppReadiness
+from .assembly import build_parts, queue_info
 
 logger = logging.getLogger(__name__)
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 
-from .config.changes import Changes, applicable, compare
-from .aws.clients import lambda_read_timeout
-from .config.model import Config, LambdaTargetConfig
+from ..aws.clients import lambda_read_timeout
+from ..config.changes import Changes, applicable, compare
+from ..config.model import Config, LambdaTargetConfig
+from ..errors import ConfigError, StartupError
+from ..fleet.membership import fleet_limits
+from ..logs import configure_logging
+from .assembly import build_target, resolve_dead_letter_queue, resolve_queue
 from .engine import Engine, Successors
-from .errors import ConfigError, StartupError
-from .fleet.membership import fleet_limits
-from .logs import configure_logging
-from .setup import build_target, resolve_dead_letter_queue, resolve_queue
 
 logger = logging.getLogger(__name__)
 

@@ -6,16 +6,16 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from .aws.clients import Clients
-from .config.model import Config, HttpTargetConfig, QueueConfig, TargetConfig
-from .delivery.payloads import PayloadStore, Preparer
-from .delivery.queue import SqsQueue
-from .errors import AWS_ERRORS, describe_error
-from .errors import StartupError
-from .metrics import Registry
-from .targets import QueueInfo, Target
-from .targets.aws_lambda import LambdaTarget
-from .targets.http import HttpTarget
+from ..aws.clients import Clients
+from ..config.model import Config, HttpTargetConfig, QueueConfig, TargetConfig
+from ..delivery.payloads import PayloadStore, Preparer
+from ..delivery.queue import SqsQueue
+from ..errors import AWS_ERRORS, describe_error
+from ..errors import StartupError
+from ..metrics import Registry
+from ..targets import QueueInfo, Target
+from ..targets.aws_lambda import LambdaTarget
+from ..targets.http import HttpTarget
 
 
 @dataclass(frozen=True, slots=True)
