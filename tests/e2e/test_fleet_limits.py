@@ -161,8 +161,9 @@ def test_a_sigkilled_members_share_is_taken_by_the_others_within_a_lease(
     print(f"share of a SIGKILLed member back at the cap {back:.1f}s after the kill (lease {LEASE_SECONDS}s); "
           f"peak {downstream.peak['all']}")
     assert downstream.peak["all"] <= cap
-    # One lease after its last renewal (renewals come every third of a lease), plus a renewal of a survivor.
-    assert back <= LEASE_SECONDS * (1 + 1 / 3 + 1 / 3) + 1.0
+    # One lease after its last renewal (renewals come every third of a lease), plus a renewal of a survivor,
+    # plus 2 s for a loaded machine's late greenlets.
+    assert back <= LEASE_SECONDS * (1 + 1 / 3 + 1 / 3) + 2.0
 
 
 def test_a_fleet_rate_over_two_daemons_holds_every_second_and_is_used(

@@ -85,6 +85,19 @@ def test_datums_have_queue_and_overall_series_and_no_nan_or_inf() -> None:
                for d in datums)
 
 
+def test_fleet_metrics_go_per_limit_never_summed_and_never_as_queues() -> None:
+    registry = Registry()
+    registry.count("a", "Succeeded")
+    registry.count("queue/a/concurrency", "FleetWaits", 3)
+    registry.track_gauge("FleetShare", lambda: {"queue/a/concurrency": 2.0, "target/b/rate": 12.5})
+    datums = build_datums(registry.take_window(), registry.read_gauges())
+    fleet = {(d["MetricName"], d["Dimensions"][0]["Name"], d["Dimensions"][0]["Value"]): d["Value"]
+             for d in datums if d["MetricName"].startswith("Fleet")}
+    assert fleet == {("FleetWaits", "Limit", "queue/a/concurrency"): 3, ("FleetShare", "Limit", "queue/a/concurrency"): 2.0,
+                     ("FleetShare", "Limit", "target/b/rate"): 12.5}
+    assert registry.queue_names() == ["a"]  # a limit is not a queue: not in the rate lines, not on the page
+
+
 def test_namespaces_cloudwatch_would_refuse_are_not_used() -> None:
     assert is_valid_namespace("Workerless-my-app.production")
     assert not is_valid_namespace("AWS/SQS") and not is_valid_namespace("Workerless-a:b")
