@@ -1,4 +1,5 @@
-"""The DynamoDB claims table: one conditional write per periodic slot decides which instance sends it."""
+"""The DynamoDB claims table: one conditional write per periodic slot decides which instance sends it; its table
+making (created on demand, waited for, TTL on) serves the fleet table too."""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ class Claims:
                 KeySchema=[{"AttributeName": KEY, "KeyType": "HASH"}],
                 BillingMode="PAY_PER_REQUEST",
             )
-            logger.info("created DynamoDB claims table %s", self.table_name)
+            logger.info("created DynamoDB table %s (key %s, on-demand billing)", self.table_name, KEY)
         except botocore.exceptions.ClientError as error:
             # Another instance starting at the same moment may have created it first: that is fine.
             if error_code(error) != "ResourceInUseException":
