@@ -14,7 +14,7 @@ import gevent
 import gevent.event
 
 from .metrics import OVERALL
-from .wire.retries import backoff_seconds
+from .rules import backoff_seconds
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from tests.support import Queue, count_messages, count_visible, drain_bodies, wa
 from workerless_gevent.delivery.outcomes import Settler
 from workerless_gevent.filtering import parse_filters
 from workerless_gevent.delivery.leases import Leases
-from workerless_gevent.delivery.poller import QueueState, Work
+from workerless_gevent.delivery.poller import Work
+from workerless_gevent.delivery.queue_state import QueueState
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
 from workerless_gevent.delivery.queue import SqsQueue

@@ -17,7 +17,8 @@ from workerless_gevent.delivery.outcomes import Settler
 from workerless_gevent.delivery.leases import Leases
 from workerless_gevent.metrics import Registry
 from workerless_gevent.delivery.ordering import by_priority
-from workerless_gevent.delivery.poller import Poller, QueueState
+from workerless_gevent.delivery.poller import Poller
+from workerless_gevent.delivery.queue_state import QueueState
 from workerless_gevent.targets import Outcome, Pause
 
 
@@ -58,13 +59,13 @@ def test_idle_queues_get_one_watcher_each_and_wake_the_poller_at_once(
     try:
         wait_until(lambda: all(len(long_polls(counting_proxy, q.name)) == 1 for q in queues), 10,
                    message=lambda: f"pending: {[r.params for r in counting_proxy.pending()]}")
-        assert all(state.watcher is not None and not state.is_ready for state in rig.states)
+        assert all(state.receiving.watcher is not None and not state.receiving.is_ready for state in rig.states)
         sent = time.monotonic()
         sqs.send_message(QueueUrl=queues[2].url, MessageBody="wake")
         work = waiter.get(timeout=10)
         assert work is not None and [m.body for m in work.messages] == ["wake"]
         assert time.monotonic() - sent < 1.0
-        assert work.state is rig.states[2] and work.state.is_ready
+        assert work.state is rig.states[2] and work.state.receiving.is_ready
         for queue in queues:  # never two receives at once on one queue
             spans = sorted((r.started, r.ended or float("inf")) for r in counting_proxy.requests
                            if r.action == "ReceiveMessage" and r.params["QueueUrl"].endswith("/" + queue.name))
@@ -85,9 +86,9 @@ def test_strict_order_takes_the_higher_queue_first_whatever_was_buffered(
     try:
         first = rig.poller.wait_for_work()
         assert first is not None and first.messages[0].body.startswith("low-")
-        assert len(rig.states[1].buffer) == 1  # the rest of that receive waits in the buffer
+        assert len(rig.states[1].receiving.buffer) == 1  # the rest of that receive waits in the buffer
         sqs.send_message(QueueUrl=high.url, MessageBody="high")
-        wait_until(lambda: rig.states[0].buffer or rig.states[0].is_ready, 10, message="high never arrived")
+        wait_until(lambda: rig.states[0].receiving.buffer or rig.states[0].receiving.is_ready, 10, message="high never arrived")
         second = rig.poller.wait_for_work()
         assert second is not None and [m.body for m in second.messages] == ["high"]
         third = rig.poller.wait_for_work()
@@ -121,14 +122,14 @@ def test_stop_cancels_watchers_and_hands_back_the_buffer(
         sqs.send_message(QueueUrl=busy.url, MessageBody=body)
     work = rig.poller.wait_for_work()
     assert work is not None
-    assert rig.states[0].watcher is not None and not rig.states[0].is_ready
+    assert rig.states[0].receiving.watcher is not None and not rig.states[0].receiving.is_ready
     waiter = gevent.spawn(rig.poller.wait_for_work)
     rig.stopping.set()
     rig.poller.wake.set()
     assert waiter.get(timeout=5) is None  # stopping ends the wait for work
     buffered = rig.poller.stop()
     assert sorted(m.body for m in buffered) == sorted({"a", "b", "c"} - {work.messages[0].body})
-    assert all(state.watcher is None for state in rig.states)
+    assert all(state.receiving.watcher is None for state in rig.states)
     rig.handler.release(buffered)
     rig.queues[busy.name].flush()
     wait_until(lambda: count_visible(sqs, busy.url) == 2, 5, message="buffer not released")
@@ -152,28 +153,28 @@ def test_the_next_receive_starts_before_the_buffer_runs_dry_only_for_slots_that_
     try:
         # one free slot, no delivery has ended yet: one receive, and the 9 left wait in the buffer
         assert rig.poller.wait_for_work(free_slots=1) is not None
-        assert (state.receiving, short_receives(counting_proxy, queue.name), len(state.buffer)) == (0, 1, 9)
+        assert (state.receiving.receives, short_receives(counting_proxy, queue.name), len(state.receiving.buffer)) == (0, 1, 9)
         # 12 free slots want more than the 8 left after this take: the next receive goes out now
         assert rig.poller.wait_for_work(free_slots=12) is not None
-        assert state.receiving == 1  # started at once (receives are spawned as they are decided)
-        wait_until(lambda: short_receives(counting_proxy, queue.name) == 2 and len(state.buffer) == 18, 10,
-                   message=lambda: f"{short_receives(counting_proxy, queue.name)} receives, {len(state.buffer)} held")
+        assert state.receiving.receives == 1  # started at once (receives are spawned as they are decided)
+        wait_until(lambda: short_receives(counting_proxy, queue.name) == 2 and len(state.receiving.buffer) == 18, 10,
+                   message=lambda: f"{short_receives(counting_proxy, queue.name)} receives, {len(state.receiving.buffer)} held")
         # deliveries that ended moments apart make busy slots count as soon free, at that pace
         for _ in range(3):
             work = rig.poller.wait_for_work(free_slots=1)
             assert work is not None
             rig.poller.finish(work, set())
-        assert rig.poller.finish_interval < 0.5 and state.receive_seconds > 0
-        rig.poller.finish_interval = state.receive_seconds / 40  # 40 deliveries end per receive round trip
+        assert rig.poller.finish_interval < 0.5 and state.receiving.receive_seconds > 0
+        rig.poller.finish_interval = state.receiving.receive_seconds / 40  # 40 deliveries end per receive round trip
         assert rig.poller.wait_for_work(free_slots=1, busy_slots=49) is not None  # 14 held, ~40 soon wanted
         # as many receives as cover the 40 (Little's law), as far as the receive width allows
-        assert state.receiving >= 2
+        assert state.receiving.receives >= 2
         wait_until(lambda: short_receives(counting_proxy, queue.name) >= 3, 10, message="no receive ahead")
         # and none while nothing is expected to free up
         rig.poller.finish_interval = float("inf")
-        wait_until(lambda: state.receiving == 0, 10)
+        wait_until(lambda: state.receiving.receives == 0, 10)
         assert rig.poller.wait_for_work(free_slots=1, busy_slots=49) is not None
-        assert state.receiving == 0 and len(state.buffer) > 0
+        assert state.receiving.receives == 0 and len(state.receiving.buffer) > 0
     finally:
         rig.stop()
 
@@ -195,9 +196,9 @@ def test_a_rate_limited_queue_is_received_for_at_its_rate_not_for_every_free_slo
             assert work is not None
             taken.append(work)
             rig.poller.finish(work, set())
-        wait_until(lambda: state.receiving == 0, 10, message="receives still on their way")
-        held = len(state.buffer) + len(taken)
-        print(f"rate 4/s, 50 free slots: {len(taken)} taken, {len(state.buffer)} buffered")
+        wait_until(lambda: state.receiving.receives == 0, 10, message="receives still on their way")
+        held = len(state.receiving.buffer) + len(taken)
+        print(f"rate 4/s, 50 free slots: {len(taken)} taken, {len(state.receiving.buffer)} buffered")
         # One receive of 10 at a time covers a rate of 4/s; received for the 50 free slots it would be 50.
         assert held <= 20, held
     finally:

@@ -83,7 +83,6 @@ def test_visibility_batch_with_a_stale_receipt_changes_the_rest(
     attrs = sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["ApproximateNumberOfMessages"])
     assert attrs["Attributes"]["ApproximateNumberOfMessages"] == "2"
     assert counting_proxy.count("ChangeMessageVisibilityBatch") == 1
-    assert messages[0].settled and messages[2].settled
 
 
 def test_deletes_are_coalesced_ten_per_call(
@@ -107,7 +106,8 @@ def test_heartbeat_entries_of_settled_messages_are_dropped(
     sqs_q = build_sqs_queue(build_client("sqs", counting_proxy.url), queue, registry.count)
     (message,) = receive_all(sqs_q, 1)
     sqs_q.change_visibility(message, 60, is_heartbeat=True)
-    sqs_q.delete(message)  # settles it before the heartbeat batch goes out
+    message.settled = True  # as Settler.delete marks it, before the heartbeat batch goes out
+    sqs_q.delete(message)
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="not deleted")
     sqs_q.flush()
     assert counting_proxy.count("ChangeMessageVisibilityBatch") == 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workerless_gevent.delivery.receiving import warning_due_seconds
+from workerless_gevent.delivery.receive_failures import warning_due_seconds
 from workerless_gevent.logs import duration_text
 
 

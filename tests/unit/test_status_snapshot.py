@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from workerless_gevent.config.model import QueueConfig
-from workerless_gevent.delivery.poller import QUEUE_STATES, QueueRow, QueueState, queue_row
+from workerless_gevent.delivery.queue_state import QUEUE_STATES, QueueRow, QueueState, queue_row
 from workerless_gevent.delivery.queue import SqsQueue
 from workerless_gevent.metrics import Registry
 from workerless_gevent.observability.snapshot import latest_error, queue_rows
@@ -46,7 +46,7 @@ def state_of(**fields: object) -> QueueState:
     paused = float(fields.pop("paused", 0.0))  # type: ignore[arg-type]
     state = QueueState(queue, 1, lambda: paused)
     for name, value in fields.items():
-        setattr(state, name, value)
+        setattr(state if name == "is_retired" else state.receiving, name, value)
     return state
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..logs import duration_text, fields
 from ..message import Message
-from ..wire.retries import backoff_seconds
+from ..rules import backoff_seconds
 
 logger = logging.getLogger("workerless_gevent.delivery.batching")  # one logger for the batches' lines
 

@@ -17,8 +17,9 @@ import gevent.pool
 from ..errors import AWS_ERRORS, describe_error, error_code
 from ..logs import fields
 from ..metrics import OVERALL
+from ..rules import THROTTLE_CODES, TRANSIENT_CODES, backoff_seconds
 from ..supervision import log_unexpected
-from ..wire.retries import THROTTLE_CODES, TRANSIENT_CODES, backoff_seconds, retry_cost
+from ..wire.retries import retry_cost
 from .batch_failures import RETRY_BASE_SECONDS, RETRY_CAP_SECONDS, BatchEntry, Count, GiveUps, Streak
 
 __all__ = ["BATCH_SIZE", "RETRY_CAP_SECONDS", "STALE_HANDLE_CODES", "BatchEntry", "Batcher", "UnexpectedAnswer"]

@@ -9,11 +9,11 @@ import gevent
 import gevent.event
 
 from ..message import Message
+from ..rules import RECEIPT_LIMIT_SECONDS, receipt_seconds_left
 from .queue import SqsQueue
 
 logger = logging.getLogger(__name__)
 
-MAX_LEASE_SECONDS = 12 * 3600 - 60  # SQS refuses visibility beyond 12 h from the first receive
 TICK_SECONDS = 0.5
 
 
@@ -25,7 +25,7 @@ class Leases:
         self.messages: dict[Message, float] = {}  # message -> monotonic time to stop extending
 
     def hold(self, message: Message) -> None:
-        self.messages[message] = time.monotonic() + MAX_LEASE_SECONDS
+        self.messages[message] = time.monotonic() + RECEIPT_LIMIT_SECONDS
 
     def limit(self, message: Message, seconds: float) -> None:
         """Once a delivery starts, extend only until it must have ended."""
@@ -48,7 +48,7 @@ class Leases:
             margin = min(5.0, visibility / 2) + TICK_SECONDS
             if message.settled or now >= stop_at or message.visible_until - now > margin:
                 continue
-            seconds = int(min(visibility, max(1.0, MAX_LEASE_SECONDS - (time.time() - message.received_at))))
+            seconds = int(min(visibility, max(1.0, receipt_seconds_left(message.received_at, time.time()))))
             queue.change_visibility(message, seconds, is_heartbeat=True)  # retried until the current visibility ends
             message.visible_until = now + seconds
             extended += 1

@@ -4,9 +4,9 @@ retry later, dead-letter, expire, release), which is also where its FIFO group i
 
 "When is a message done?" When `Settler.settle` (after a delivery), `Settler.abandon` (after a bug or
 at stop), `Settler.release` (received, never started) or `Settler.admit` (expired) hands its one last
-SQS action to its queue (`queue.SqsQueue.delete` or `change_visibility`), which marks it settled and
-so stops its heartbeat; the queue's batcher then sends the action, retried until it lands or the
-message's visibility runs out."""
+SQS action to its queue (`queue.SqsQueue.delete` or `change_visibility`); the settler marks it settled as
+it does (`Settler.delete`, `Settler.change_visibility`), which stops its heartbeat. The queue's batcher
+then sends the action, retried until it lands or the message's visibility runs out."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from ..filtering import matches_any
 from ..logs import fields
 from ..message import Message
 from ..metrics import Registry
+from ..rules import MAX_VISIBILITY_SECONDS, receipt_seconds_left
 from ..targets import Outcome, Result
 from .leases import Leases
 from .poller import Work
@@ -29,9 +30,7 @@ from .queue import SqsQueue
 
 logger = logging.getLogger(__name__)
 
-MAX_VISIBILITY_SECONDS = 43200
 MAX_MESSAGE_ATTRIBUTES = 10
-RECEIPT_LIMIT_MARGIN_SECONDS = 60
 FREE_OVERLOADS = 10  # overloaded attempts of one message that do not count toward max_retries
 REMEMBERED_OVERLOADS = 100_000  # messages whose overloads are remembered, the least recent forgotten first
 
@@ -72,14 +71,14 @@ class Settler:
                                 queue.name, message.message_id, queue.config.retention_period,
                                 extra=fields(queue=queue.name, message_id=message.message_id, outcome="expired"))
                     self.registry.count(queue.name, "Expired")
-                    queue.delete(message)
+                    self.delete(queue, message)
                     continue
             if not matches_any(queue.config.filter, message):
                 logger.debug("queue=%s message=%s matches no filter: deleted undelivered", queue.name,
                              message.message_id, extra=fields(queue=queue.name, message_id=message.message_id,
                                                               outcome="filtered"))
                 self.registry.count(queue.name, "Filtered")
-                queue.delete(message)
+                self.delete(queue, message)
                 continue
             self.leases.hold(message)
             admitted.append(message)
@@ -129,9 +128,19 @@ class Settler:
         if action == "dead-letter" and not self.dead_letter(queue, message, outcome):
             action = "retry"  # the copy is not safely there: keep the message, try again at its next failure
         if action == "retry":
-            queue.change_visibility(message, seconds)
+            self.change_visibility(queue, message, seconds)
         else:  # a success, or a dead-letter copy that is safely there
-            queue.delete(message)
+            self.delete(queue, message)
+
+    def delete(self, queue: SqsQueue, message: Message) -> None:
+        """The message's last action: from here its heartbeat stops."""
+        message.settled = True
+        queue.delete(message)
+
+    def change_visibility(self, queue: SqsQueue, message: Message, seconds: int) -> None:
+        """The message's last action (a retry later, or a release now): from here its heartbeat stops."""
+        message.settled = True
+        queue.change_visibility(message, seconds)
 
     def decide(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> tuple[str, int]:
         """("delete" | "retry" | "dead-letter", seconds until a retried message is visible again), counted
@@ -173,7 +182,7 @@ class Settler:
         """Received but never started (stopping, or behind a failed FIFO message): visible again now."""
         for message in messages:
             self.leases.release(message)
-            self.queues[message.queue].change_visibility(message, 0)
+            self.change_visibility(self.queues[message.queue], message, 0)
 
     def dead_letter(self, queue: SqsQueue, message: Message, outcome: Outcome) -> bool:
         """Copy to the dead-letter queue; True once the copy is safely there (then the caller deletes)."""
@@ -205,10 +214,8 @@ def retry_delay_seconds(queue: SqsQueue, message: Message) -> int:
 
 
 def within_receipt_limit(message: Message, seconds: int) -> int:
-    """SQS refuses a visibility timeout reaching past 12 h from the receive (and rejects the whole batch
-    with it), so a long retry delay is shortened to end a minute before that limit."""
-    left = MAX_VISIBILITY_SECONDS - RECEIPT_LIMIT_MARGIN_SECONDS - (time.time() - message.received_at)
-    return int(max(0, min(seconds, left)))
+    """A long retry delay shortened to end before SQS's receipt limit (`rules.receipt_seconds_left`)."""
+    return int(max(0, min(seconds, receipt_seconds_left(message.received_at, time.time()))))
 
 
 def dead_letter_attributes(source: str, message: Message, outcome: Outcome) -> dict[str, Any]:

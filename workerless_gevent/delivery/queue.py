@@ -15,6 +15,7 @@ from ..config.model import QueueConfig
 from ..errors import error_code
 from ..logs import fields
 from ..message import Message
+from ..rules import THROTTLE_CODES
 from .batching import STALE_HANDLE_CODES, BatchEntry, Batcher
 
 logger = logging.getLogger(__name__)
@@ -91,15 +92,11 @@ class SqsQueue:
         return messages
 
     def delete(self, message: Message) -> None:
-        """The message's last action: from here its heartbeat stops (`message.settled`)."""
-        message.settled = True
         self.batchers["delete"].add(BatchEntry(message, None, message.visible_until))
 
     def change_visibility(self, message: Message, seconds: int, is_heartbeat: bool = False) -> None:
-        """Queue a visibility change; retried until the message's current visibility runs out. Unless it
-        is a heartbeat's, it is the message's last action: from here its heartbeat stops."""
-        if not is_heartbeat:
-            message.settled = True
+        """Queue a visibility change; retried until the message's current visibility runs out. A heartbeat's
+        is dropped once the message is settled (`outcomes.Settler` marks that)."""
         self.batchers["visibility"].add(BatchEntry(message, seconds, message.visible_until, is_heartbeat))
 
     def send(self, body: str, attributes: dict[str, Any], **extra: Any) -> None:
@@ -141,4 +138,4 @@ def is_sender_fault(error: BaseException) -> bool:
     if not isinstance(error, botocore.exceptions.ClientError):
         return False
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500))
-    return 400 <= status < 500 and status != 429 and "Throttl" not in error_code(error)
+    return 400 <= status < 500 and status != 429 and not error_code(error).endswith(THROTTLE_CODES)

@@ -1,7 +1,7 @@
 """Receiving for the poller: short receives for the free slots (several at once on a busy queue, and
 enough ahead to cover one round trip at the recent pace), one long-polling watcher per idle queue, and
-back-off and warnings while a queue's receives fail. What it receives lands in the queue's buffer,
-from which the poller chooses."""
+back-off and warnings while a queue's receives fail. Each queue's receive side is a `Receiving`, which
+only `Receiver` writes; what it receives lands in that record's buffer, from which the poller takes."""
 
 from __future__ import annotations
 
@@ -9,40 +9,61 @@ import logging
 import math
 import random
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
 import gevent.pool
 
-from ..errors import AWS_ERRORS, describe_error, error_code
-from ..logs import duration_text, fields
+from ..errors import AWS_ERRORS, describe_error
+from ..logs import fields
 from ..message import Message
 from ..metrics import OVERALL
+from ..rules import backoff_seconds
 from ..supervision import log_unexpected, spawn_supervised
 from .queue import SqsQueue
-
-if TYPE_CHECKING:
-    from .poller import QueueState
+from .receive_failures import log_receive_failure, log_recovery
 
 logger = logging.getLogger(__name__)
-
-CREDENTIAL_CODES = ("SignatureDoesNotMatch", "InvalidClientTokenId", "RequestExpired", "InvalidSignatureException",
-                    "AccessDenied", "AccessDeniedException", "ExpiredToken", "UnrecognizedClientException")
 
 MAX_BACKOFF_SECONDS = 10.0  # a failing queue is tried again at least this often: it heals within that
 MAX_RECEIVES_PER_QUEUE = 32  # 320 messages per round trip: 6,400 a second at 50 ms
 AHEAD_PER_SLOT = 8  # the most deliveries per slot that receives ahead count on during one round trip
-# A queue whose receives keep failing is logged at WARNING when it starts, after these many seconds
-# of failing, then every REPEAT_WARNING_SECONDS: never silent, never a flood.
-WARN_AFTER_SECONDS = (60.0, 300.0)
-REPEAT_WARNING_SECONDS = 900.0
 FILL_RETRY_SECONDS = 0.5  # while a batching window fills: the pause after an empty receive
 SMOOTHING = 0.1  # weight of the newest sample in the moving averages of receive time and delivery pace
 
 Admit = Callable[[SqsQueue, list[Message]], list[Message]]
 Count = Callable[[str, str], None]
+
+
+@dataclass(eq=False)
+class Receiving:
+    """One queue's receive side. `Receiver` alone writes it; the poller reads it and takes from `buffer`,
+    the one hand-off between them (the receiver appends what lands, the poller takes or empties it)."""
+    queue: SqsQueue
+    take_size: int  # messages per delivery: 1 for HTTP, the batch size for Lambda
+    buffer: deque[Message] = field(default_factory=deque)
+    is_ready: bool = True
+    watcher: gevent.Greenlet | None = None
+    failures: int = 0  # failed long polls in a row
+    short_failures: int = 0  # failed short receives in a row
+    failing_since: float | None = None  # time.monotonic() of the first of the receive failures in a row
+    warnings_logged: int = 0  # WARNING lines about the current run of failures
+    last_error: str = ""  # of the latest failed receive
+    last_error_at: float = 0.0  # its time.time()
+    receives: int = 0  # short receives on their way
+    receive_width: int = 1  # how many may be on their way at once
+    receive_seconds: float = 0.0  # moving average of a short receive's round trip
+    is_drained: bool = False  # its latest long poll came back empty
+    has_received: bool = False  # a receive of it has completed: it is no longer starting
+    is_retired: bool = False  # a reload took its queue out of the poller: no new receive, no watcher
+    last_empty_at: float = -math.inf  # time.monotonic() of its latest receive that came back empty
+
+    def is_quiet(self) -> bool:
+        """No receive on its way, and its watcher (if any) has ended its last long poll."""
+        return not self.receives and (self.watcher is None or self.watcher.dead)
 
 
 class Receiver:
@@ -63,33 +84,39 @@ class Receiver:
         self.pace = pace  # seconds between two deliveries ending, on average (the poller's moving average)
         self.receivers = gevent.pool.Group()
 
-    def stop(self, states: list[QueueState], cancel_watchers: bool, wait_seconds: float = 5.0) -> None:
+    def retire(self, state: Receiving) -> None:
+        """Its queue left the poller: no new receive, and its watcher ends after its current long poll."""
+        state.is_retired = True
+
+    def stop(self, states: list[Receiving], cancel_watchers: bool, wait_seconds: float = 5.0) -> None:
         """Let short receives land (their messages are released with the buffer); kill the watchers if asked.
         A receive abandoned on its way is still answered by SQS, which hides its messages for the visibility
         timeout: the last stop waits longer (`wait_seconds`) and names the queues of any still unanswered."""
         self.receivers.join(timeout=wait_seconds)
         if cancel_watchers:
             for state in states:
-                if state.receiving:
+                if state.receives:
                     logger.warning("queue=%s %d receives still unanswered at stop: the up to %d messages SQS hands "
                                    "them stay invisible until their visibility timeout (%ds)", state.queue.name,
-                                   state.receiving, state.receiving * self.batch_size,
+                                   state.receives, state.receives * self.batch_size,
                                    state.queue.config.visibility_timeout, extra=fields(queue=state.queue.name))
             watchers = [state.watcher for state in states if state.watcher is not None]
             gevent.killall(watchers, block=True, timeout=2)
+            for state in states:
+                state.watcher = None
 
-    def receive_for(self, state: QueueState, free_slots: int) -> bool:
+    def receive_for(self, state: Receiving, free_slots: int) -> bool:
         """Start receives on an emptied ready queue, one per batch the free slots can take at once
         (one round trip per batch would cap a queue at 10 messages per SQS latency); True while
         any is in flight."""
         if not state.is_ready or state.buffer or state.watcher is not None:
             return False  # a buffer held back by busy FIFO groups is the one batch we keep
         wanted = min(state.receive_width, -(-free_slots * state.take_size // self.batch_size))
-        while state.receiving < wanted:
+        while state.receives < wanted:
             self._start_receive(state)
-        return state.receiving > 0
+        return state.receives > 0
 
-    def receive_ahead(self, state: QueueState, free_slots: int, busy_slots: int, pace_seconds: float = 0.0) -> None:
+    def receive_ahead(self, state: Receiving, free_slots: int, busy_slots: int, pace_seconds: float = 0.0) -> None:
         """On a standard queue with a backlog, keep enough receives on their way that the buffer never
         runs dry: messages for the other free slots, and for the deliveries that will end while a receive
         is on its way (Little's law: the recent pace of deliveries times the receive round trip; on a
@@ -100,12 +127,12 @@ class Receiver:
         # A rate limit paces the queue's deliveries more slowly than the daemon's pace may say.
         soon = min(state.receive_seconds / max(self.pace(), pace_seconds), AHEAD_PER_SLOT * slots)
         wanted = (free_slots + soon) * state.take_size
-        coming = len(state.buffer) + state.receiving * self.batch_size
-        while coming < wanted and state.receiving < state.receive_width:
+        coming = len(state.buffer) + state.receives * self.batch_size
+        while coming < wanted and state.receives < state.receive_width:
             self._start_receive(state)
             coming += self.batch_size
 
-    def fill(self, state: QueueState, wanted_messages: int) -> float:
+    def fill(self, state: Receiving, wanted_messages: int) -> float:
         """While a batching window is open: receive until the batch could be full. After a receive came
         back empty, wait FILL_RETRY_SECONDS before the next (SQS answers a short receive empty now and then
         even with a backlog); after a failed one, stop (the watcher's back-off takes over at the window's
@@ -113,19 +140,19 @@ class Receiver:
         if not state.is_ready or state.watcher is not None or state.short_failures:
             return 0.0
         retry = state.last_empty_at + FILL_RETRY_SECONDS - time.monotonic()
-        if retry > 0 and not state.receiving:
+        if retry > 0 and not state.receives:
             return retry
-        coming = len(state.buffer) + state.receiving * self.batch_size
-        while coming < wanted_messages and state.receiving < state.receive_width:
+        coming = len(state.buffer) + state.receives * self.batch_size
+        while coming < wanted_messages and state.receives < state.receive_width:
             self._start_receive(state)
             coming += self.batch_size
         return 0.0
 
-    def _start_receive(self, state: QueueState) -> None:
-        state.receiving += 1
+    def _start_receive(self, state: Receiving) -> None:
+        state.receives += 1
         self.receivers.spawn(self._receive_now, state)
 
-    def _receive_now(self, state: QueueState) -> None:
+    def _receive_now(self, state: Receiving) -> None:
         started = time.monotonic()
         failed = False
         try:
@@ -154,7 +181,7 @@ class Receiver:
             log_unexpected(logger, f"queue={state.queue.name} receive", error, **fields(queue=state.queue.name))
             messages = []
         finally:
-            state.receiving -= 1
+            state.receives -= 1
         # Full batches mean a backlog: widen to more receives at once. A short one halves the width (real
         # SQS answers short receives with fewer messages now and then, backlog or not); an empty one
         # narrows it back to one.
@@ -164,14 +191,14 @@ class Receiver:
             state.receive_width = max(1, state.receive_width // 2) if messages else 1
         if not messages and not (failed and state.short_failures == 1):
             state.is_ready = False  # no more receives on it; the last one in flight decides what next
-        if not state.receiving and not state.is_ready and state.watcher is None:
+        if not state.receives and not state.is_ready and state.watcher is None:
             if state.buffer:
                 state.is_ready = True  # another receive brought messages: try again once they are taken
             elif not self.stopping.is_set() and not state.is_retired:
                 self.go_idle(state)
         self.wake.set()
 
-    def _receive(self, state: QueueState, wait_seconds: int) -> list[Message]:
+    def _receive(self, state: Receiving, wait_seconds: int) -> list[Message]:
         messages = state.queue.receive(self.batch_size, wait_seconds)
         if not messages:
             state.last_empty_at = time.monotonic()
@@ -179,12 +206,12 @@ class Receiver:
         state.buffer.extend(admitted)
         return messages
 
-    def go_idle(self, state: QueueState) -> None:
+    def go_idle(self, state: Receiving) -> None:
         state.is_ready = False
         state.watcher = spawn_supervised(f"queue={state.queue.name} watcher", lambda: self._watch(state),
                                          self.stopping, self.count, self.rng)
 
-    def _watch(self, state: QueueState) -> None:
+    def _watch(self, state: Receiving) -> None:
         """Long-poll one idle queue until it yields messages, backing off on its own errors."""
         while not self.stopping.is_set() and not state.is_retired:
             try:
@@ -207,35 +234,23 @@ class Receiver:
             if self.sleep_seconds:
                 self.stopping.wait(self.sleep_seconds)
 
-    def _back_off(self, state: QueueState, error: BaseException) -> None:
-        # Full jitter between 1 s and a cap that doubles up to 10 s: a dead endpoint is never hot-looped.
+    def _back_off(self, state: Receiving, error: BaseException) -> None:
+        # Jitter between 1 s and a cap that doubles up to 10 s: a dead endpoint is never hot-looped.
         state.failures += 1
         now = time.monotonic()
         state.failing_since = state.failing_since or now
         failing_seconds = now - state.failing_since
         state.last_error = describe_error(error)
         state.last_error_at = time.time()
-        seconds = self.rng.uniform(1.0, min(MAX_BACKOFF_SECONDS, 2.0 ** min(state.failures, 5)))
-        if state.failures == 1 and error_code(error).endswith(CREDENTIAL_CODES):
-            logger.error("queue=%s receive refused: %s. Check the credentials, and the clock: SQS rejects "
-                         "requests signed more than 5 minutes off. Retrying in %.1fs",
-                         state.queue.name, describe_error(error), seconds, extra=fields(queue=state.queue.name))
-            state.warnings_logged = 1
-        elif state.failures == 1 or failing_seconds >= warning_due_seconds(state.warnings_logged):
-            logger.warning("queue=%s receive failed (%d in a row), retrying in %.1fs: %s; failing for %s, "
-                           "nothing is received from it meanwhile", state.queue.name, state.failures, seconds,
-                           describe_error(error), duration_text(failing_seconds), extra=fields(queue=state.queue.name))
-            state.warnings_logged += 1
-        else:
-            logger.debug("queue=%s receive failed (%d in a row), retrying in %.1fs: %s",
-                         state.queue.name, state.failures, seconds, describe_error(error), extra=fields(queue=state.queue.name))
+        seconds = backoff_seconds(state.failures + 1, self.rng, MAX_BACKOFF_SECONDS, least_seconds=1.0)
+        state.warnings_logged = log_receive_failure(state.queue.name, state.failures, failing_seconds,
+                                                    state.warnings_logged, error, seconds)
         self.stopping.wait(seconds)
 
-    def _note_success(self, state: QueueState) -> None:
+    def _note_success(self, state: Receiving) -> None:
         state.has_received = True
         if state.failing_since is not None:
-            logger.warning("queue=%s receiving again after %d failures over %s", state.queue.name, state.failures,
-                           duration_text(time.monotonic() - state.failing_since), extra=fields(queue=state.queue.name))
+            log_recovery(state.queue.name, state.failures, time.monotonic() - state.failing_since)
         state.failures = 0
         state.failing_since = None
         state.warnings_logged = 0
@@ -246,10 +261,3 @@ def moving_average(average: float, sample: float) -> float:
     if average == 0 or average == math.inf:
         return sample
     return average + SMOOTHING * (sample - average)
-
-
-def warning_due_seconds(warnings_logged: int) -> float:
-    """How long a queue must have failed before its next WARNING: 1 min, 5 min, then every 15 min."""
-    if warnings_logged <= len(WARN_AFTER_SECONDS):
-        return WARN_AFTER_SECONDS[warnings_logged - 1] if warnings_logged else 0.0
-    return WARN_AFTER_SECONDS[-1] + REPEAT_WARNING_SECONDS * (warnings_logged - len(WARN_AFTER_SECONDS))

@@ -20,7 +20,7 @@ import gevent
 import gevent.event
 
 from ..errors import AWS_ERRORS, describe_error
-from ..wire.retries import backoff_seconds
+from ..rules import backoff_seconds
 from .gate import FleetGate
 from .shares import EMPTY, Liveness, Member, View, fair_share, grant
 from .table import LimitItem, Written

@@ -16,8 +16,9 @@ import gevent.event
 
 from ..aws.clients import Clients
 from ..config.model import Config, HttpTargetConfig
-from ..delivery.poller import Poller, QueueRow, Work
+from ..delivery.poller import Poller, Work
 from ..delivery.queue import FLUSH_JOIN_SECONDS
+from ..delivery.queue_state import QueueRow
 from ..delivery.slots import MessageRow, Slots
 from ..fleet.membership import FleetRow
 from ..metrics import OVERALL, Registry

@@ -19,8 +19,9 @@ from ..delivery.flow import TargetFlow, build_flow, build_flows
 from ..delivery.leases import Leases
 from ..delivery.ordering import STRATEGIES
 from ..delivery.outcomes import Settler
-from ..delivery.poller import Poller, QueueRow, QueueState, Work, queue_row
+from ..delivery.poller import Poller, Work
 from ..delivery.queue import SqsQueue
+from ..delivery.queue_state import QueueRow, QueueState, queue_row, take_buffered
 from ..delivery.slots import Slots
 from ..fleet.membership import Fleet
 from ..message import Message
@@ -33,7 +34,6 @@ from .assembly import build_parts, queue_info
 
 logger = logging.getLogger(__name__)
 
-RETIRED_PAUSE_SECONDS = 3600.0  # what a retired queue tells the slots that drew their order before it left
 DRAIN_CHECK_SECONDS = 0.1
 DRAIN_LOG_SECONDS = 30.0
 
@@ -95,13 +95,13 @@ class Engine:
         queue = self.parts.queues[name]
         target = self.parts.targets[queue.config.target]
         gate = self.gates.get(queue.config.target)
-        paused = target.pause.remaining_seconds
+        paused_seconds = target.pause.remaining_seconds
         if gate is not None:
             pause, readiness = target.pause, gate.readiness
-            paused = lambda: max(pause.remaining_seconds(), readiness.remaining_seconds())  # noqa: E731
+            paused_seconds = lambda: max(pause.remaining_seconds(), readiness.remaining_seconds())  # noqa: E731
         target_config = self.config.targets.get(queue.config.target)
         window = target_config.max_batching_window if isinstance(target_config, LambdaTargetConfig) else 0.0
-        return QueueState(queue, target.messages_per_delivery, paused, flow=self.flows[queue.config.target],
+        return QueueState(queue, target.messages_per_delivery, paused_seconds, flow=self.flows[queue.config.target],
                           window_seconds=window, fleet_gates=self.fleet.gates_for(queue.config))
 
     def start(self) -> None:
@@ -165,25 +165,17 @@ class Engine:
     def retire(self, names: Collection[str]) -> list[QueueState]:
         """Take queues out of the poller: nothing more is received from them or taken from their buffers,
         which are released now; their deliveries go on."""
-        retired = [state for state in self.poller.states if state.queue.name in names]
-        for state in retired:
-            state.is_retired = True
-            state.is_paused = lambda: RETIRED_PAUSE_SECONDS  # for slots holding an order drawn before
-        self.poller.states = [state for state in self.poller.states if not state.is_retired]
+        retired = self.poller.retire(names)
         self.draining.extend(retired)
         self.release_buffers(retired)
         return retired
 
     def release_buffers(self, states: list[QueueState]) -> None:
-        for state in states:
-            messages = list(state.buffer)
-            state.buffer.clear()
-            self.settler.release(messages)
+        self.settler.release(take_buffered(states))
 
     def has_drained(self, state: QueueState) -> bool:
         """Its receives have landed, its watcher has ended its last long poll, its deliveries have ended."""
-        return (not state.receiving and (state.watcher is None or state.watcher.dead)
-                and not any(work.state is state for work in list(self.slots.in_flight)))
+        return state.receiving.is_quiet() and not any(work.state is state for work in list(self.slots.in_flight))
 
     def wait_for_drained(self, states: list[QueueState]) -> bool:
         """Until every retired queue has drained (what landed meanwhile is released); False if the daemon
@@ -255,8 +247,6 @@ class Engine:
         their way get `wait_seconds` to land."""
         buffered = self.poller.stop(cancel_watchers, wait_seconds)
         if self.draining:
-            self.poller.receiver.stop(self.draining, cancel_watchers, wait_seconds)
-            for state in self.draining:
-                buffered.extend(state.buffer)
-                state.buffer.clear()
+            self.poller.receiver.stop([state.receiving for state in self.draining], cancel_watchers, wait_seconds)
+            buffered.extend(take_buffered(self.draining))
         return buffered

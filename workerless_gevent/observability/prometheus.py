@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from .. import __version__
-from ..delivery.poller import QUEUE_STATES
+from ..delivery.queue_state import QUEUE_STATES
 from ..metrics import BUCKETS_SECONDS, COUNTERS, DISTRIBUTIONS, OVERALL, OVERALL_COUNTERS, Histogram, Registry
 
 Snapshot = Callable[[], dict[str, Any]]  # the /status document

@@ -13,7 +13,7 @@ import gevent.event
 
 from .. import __version__
 from ..config.model import Config
-from ..delivery.poller import QueueRow
+from ..delivery.queue_state import QueueRow
 from ..delivery.slots import MessageRow
 from ..fleet.membership import FleetRow
 from ..metrics import COUNTERS, Registry

@@ -14,6 +14,7 @@ import botocore.exceptions
 from ..config.model import LambdaTargetConfig
 from ..errors import describe_error, error_code
 from ..message import Message
+from ..rules import LAMBDA_THROTTLE_CODES, backoff_seconds
 from . import SUCCESS, Outcome, Pause, QueueInfo, Result
 
 logger = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ MAX_PAYLOAD_BYTES = 6 * 1024 * 1024 - 1024  # Lambda's synchronous limit, less r
 RECORD_ATTRIBUTES = ("ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp",
                      "SequenceNumber", "MessageGroupId", "MessageDeduplicationId", "AWSTraceHeader")
 RECORD_OVERHEAD_BYTES = 2048  # a record's fields besides its body, attributes included, generously
-THROTTLE_CODES = ("TooManyRequestsException", "EC2ThrottledException", "ThrottlingException")
+MAX_THROTTLE_PAUSE_SECONDS = 60.0  # a throttled function's pause: half to all of 2, 4, 8 ... seconds, up to this
 
 
 class LambdaTarget:
@@ -70,10 +71,9 @@ class LambdaTarget:
 
     def judge_error(self, error: BaseException) -> Outcome:
         code = error_code(error)
-        if code.endswith(THROTTLE_CODES):
+        if code.endswith(LAMBDA_THROTTLE_CODES):
             self.throttles_in_a_row += 1
-            ceiling = min(60.0, 2.0 ** self.throttles_in_a_row)
-            seconds = self.rng.uniform(ceiling / 2, ceiling)
+            seconds = backoff_seconds(self.throttles_in_a_row + 1, self.rng, MAX_THROTTLE_PAUSE_SECONDS, floor=0.5)
             self.pause.extend(seconds)
             if self.config.overload == "backpressure":
                 return Outcome.overloaded("Throttled", describe_error(error))

@@ -21,24 +21,17 @@ from typing import TypeVar
 import botocore.exceptions
 import gevent
 
+from ..rules import THROTTLE_CODES, TRANSIENT_CODES, backoff_seconds
+
 T = TypeVar("T")
 
 MAX_ATTEMPTS = 3
 MAX_BACKOFF_SECONDS = 20.0
-MAX_DOUBLINGS = 20  # past every cap of the daemon's (2^20 x 0.25 s is three days): no float overflow
 BUDGET_TOKENS = 500
 RETRY_COST = 5
 TIMEOUT_RETRY_COST = 10
 SUCCESS_REFILL = 1
 RETRYABLE_STATUS = (500, 502, 503, 504)
-# Error codes botocore's standard mode retries, SQS's own throttles among them (matched by suffix:
-# SQS's query-compatible codes may carry a prefix such as "AWS.SimpleQueueService.").
-THROTTLE_CODES = ("Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-                  "TooManyRequestsException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
-                  "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown",
-                  "EC2ThrottledException", "KmsThrottled")
-TRANSIENT_CODES = ("RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError",
-                   "InternalFailure", "ServiceUnavailable", "TransactionInProgressException")
 TIMEOUTS = (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError)
 CONNECTION_ERRORS = (botocore.exceptions.ConnectionClosedError, botocore.exceptions.EndpointConnectionError,
                      botocore.exceptions.HTTPClientError)
@@ -59,15 +52,6 @@ def retry_cost(error: BaseException) -> int | None:
     if isinstance(error, CONNECTION_ERRORS):
         return RETRY_COST
     return None
-
-
-def backoff_seconds(attempt: int, rng: random.Random, cap_seconds: float = MAX_BACKOFF_SECONDS,
-                    base_seconds: float = 1.0, floor: float = 0.0) -> float:
-    """Jittered exponential backoff: uniformly between `floor` (0: full jitter) and 1 times
-    base x 2^(attempt-1) seconds, capped. The exponent stops growing once past any cap, so a loop that
-    has failed for days still gets its pause (2.0 ** 1024 would raise OverflowError)."""
-    ceiling: float = min(cap_seconds, base_seconds * 2.0 ** min(attempt - 1, MAX_DOUBLINGS))
-    return rng.uniform(floor, 1.0) * ceiling
 
 
 class RetryBudget:
@@ -109,7 +93,7 @@ class Retrier:
                 cost = self.cost(error)
                 if cost is None:
                     raise
-                pause = backoff_seconds(number, self.rng)
+                pause = backoff_seconds(number, self.rng, MAX_BACKOFF_SECONDS)
                 if deadline is not None and time.monotonic() + pause >= deadline:
                     raise
                 if number == self.max_attempts or self.budget.failing or not self.budget.spend(cost):

@@ -1,0 +1,40 @@
+"""The rules more than one layer follows, written once: AWS's throttle and transient error codes, jittered
+exponential backoff, and SQS's 12-hour limit on a receipt's visibility. Pure, and it imports only the
+standard library, so `wire/` may use it too without knowing anything of the daemon."""
+
+from __future__ import annotations
+
+import random
+
+MAX_DOUBLINGS = 20  # past every cap of the daemon's (2^20 x 0.25 s is three days): no float overflow
+# Error codes botocore's standard mode retries, SQS's own throttles among them (matched by suffix:
+# SQS's query-compatible codes may carry a prefix such as "AWS.SimpleQueueService.").
+THROTTLE_CODES = ("Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+                  "TooManyRequestsException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+                  "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown",
+                  "EC2ThrottledException", "KmsThrottled")
+# Lambda's Invoke throttles, a subset of the above: Invoke's other limit errors (ENILimitReachedException,
+# a payload too large) are failures of the delivery, not a reason to slow down.
+LAMBDA_THROTTLE_CODES = ("TooManyRequestsException", "EC2ThrottledException", "ThrottlingException")
+TRANSIENT_CODES = ("RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError",
+                   "InternalFailure", "ServiceUnavailable", "TransactionInProgressException")
+
+MAX_VISIBILITY_SECONDS = 43200  # SQS refuses a visibility timeout reaching past 12 h from the receive
+RECEIPT_LIMIT_MARGIN_SECONDS = 60
+RECEIPT_LIMIT_SECONDS = MAX_VISIBILITY_SECONDS - RECEIPT_LIMIT_MARGIN_SECONDS  # how long one receive can be kept
+
+
+def backoff_seconds(attempt: int, rng: random.Random, cap_seconds: float, base_seconds: float = 1.0,
+                    floor: float = 0.0, least_seconds: float = 0.0) -> float:
+    """Jittered exponential backoff: uniformly between `floor` (0: full jitter) times the ceiling, or
+    `least_seconds` if more, and the ceiling, base x 2^(attempt-1) seconds capped. The exponent stops
+    growing once past any cap, so a loop that has failed for days still gets its pause (2.0 ** 1024
+    would raise OverflowError)."""
+    ceiling: float = min(cap_seconds, base_seconds * 2.0 ** min(attempt - 1, MAX_DOUBLINGS))
+    return rng.uniform(max(floor * ceiling, least_seconds), ceiling)
+
+
+def receipt_seconds_left(received_at: float, now: float) -> float:
+    """How long a message received at `received_at` (time.time()) may still be kept invisible: SQS rejects
+    a visibility change reaching past 12 h from the receive (and with it the whole batch), so a minute short."""
+    return RECEIPT_LIMIT_SECONDS - (now - received_at)
