@@ -69,6 +69,8 @@ def iso_utc(epoch_ms: str | None) -> str:
     """SQS epoch-milliseconds strings -> ISO 8601 UTC with a Z, as aws-sqsd sends them."""
     if not epoch_ms or not epoch_ms.isdigit():
         return ""
+    if len(epoch_ms) == 13:  # every timestamp from 2001 to 2286: the digits split, no arithmetic
+        return f"{utc_second(int(epoch_ms[:10]))}.{epoch_ms[10:]}Z"
     value = int(epoch_ms)
     seconds, milliseconds = divmod(value, 1000)
     if seconds > LAST_DATETIME_SECOND:  # past year 9999: fail as datetime does

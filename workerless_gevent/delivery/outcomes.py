@@ -145,10 +145,10 @@ class Settler:
     def decide(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> tuple[str, int]:
         """("delete" | "retry" | "dead-letter", seconds until a retried message is visible again), counted
         and logged."""
-        ids = {"queue": queue.name, "message_id": message.message_id, "target": target}
         if outcome.result is Result.SUCCESS:
             self.registry.count(queue.name, "Succeeded")
             return "delete", 0
+        ids = {"queue": queue.name, "message_id": message.message_id, "target": target}
         if outcome.result is Result.RETRY or (outcome.result is Result.OVERLOADED
                                               and self.note_overload(message) <= FREE_OVERLOADS):
             self.registry.count(queue.name, "Throttled")

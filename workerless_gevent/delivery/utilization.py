@@ -25,6 +25,7 @@ class Utilization:
         self.busy = 0
         self.changed_at = self.started_at
         self.buckets: deque[list[float]] = deque()  # [bucket index, busy slot-seconds], oldest first
+        self.last_bucket_span = (0.0, 0.0)  # start and end of the newest bucket: most changes fall inside it
 
     def set_busy(self, busy: int) -> None:
         """The slots' busy count changed (work taken, or finished): the time before it counts at the old one."""
@@ -50,6 +51,11 @@ class Utilization:
         moment, self.changed_at = self.changed_at, max(now, self.changed_at)
         if self.busy == 0:
             return
+        start, end = self.last_bucket_span
+        if start <= moment and now <= end and self.buckets:  # twice per delivery: no walk, no index
+            if now > moment:
+                self.buckets[-1][1] += self.busy * (now - moment)
+            return
         # Only the last window's buckets are ever read: older time is skipped, not walked.
         moment = max(moment, now - self.window_seconds - self.bucket_seconds)
         while moment < now:
@@ -63,6 +69,8 @@ class Utilization:
             else:
                 self.buckets.append([index, self.busy * (end - moment)])
             moment = end
+            self.last_bucket_span = (self.started_at + index * self.bucket_seconds,
+                                     self.started_at + (index + 1) * self.bucket_seconds)
         while len(self.buckets) > BUCKETS + 1:
             self.buckets.popleft()
 
