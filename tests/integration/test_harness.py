@@ -175,7 +175,7 @@ def test_moto_lambda_result_queue_starts_empty(
 SCRATCH_DAEMON = """
 import signal, sys, time
 signal.signal(signal.SIGTERM, lambda *_: (print("stopping", flush=True), sys.exit(3)))
-print("started", sys.argv[1:], flush=True)
+print(f"started {sys.argv[1:]}", flush=True)  # one string: unbuffered, print writes each argument on its own
 while True:
     time.sleep(0.05)
 """
