@@ -7,6 +7,7 @@ API to moto's SQS, and its periodic task comes from a cron.yaml written as the l
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -98,7 +99,7 @@ APP_FILES = {
         django.setup()
         server = WSGIServer(("127.0.0.1", 0), get_wsgi_application())
         server.start()
-        print("listening on", server.server_port, flush=True)
+        print(f"listening on {server.server_port}", flush=True)
         server.serve_forever()
         """,
     "enqueue.py": """
@@ -137,10 +138,10 @@ def django_app(tmp_path: Path, aws_env: dict[str, str], make_queue: Callable[...
         server = subprocess.Popen([sys.executable, str(tmp_path / "serve.py")], cwd=tmp_path, env=env,
                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     try:
-        line = wait_until(lambda: next((line for line in log_path.read_text().splitlines()
-                                        if line.startswith("listening on")), None),
+        # The whole line, newline included: unbuffered, a line may be read before its last write.
+        port = wait_until(lambda: next(iter(re.findall(r"^listening on (\d+)\n", log_path.read_text(), re.M)), None),
                           timeout=30, message=lambda: log_path.read_text())
-        yield {"url": f"http://127.0.0.1:{line.split()[-1]}", "env": env, "dir": tmp_path, "queue": queue}
+        yield {"url": f"http://127.0.0.1:{port}", "env": env, "dir": tmp_path, "queue": queue}
     finally:
         server.terminate()
         server.wait(10)
