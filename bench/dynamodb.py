@@ -11,23 +11,16 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from typing import Any
 
-from harness import AWS_ENV, LOGS, ROOT
+from harness import AWS_ENV, LOGS, ROOT, free_port, stop_process
 
 MOTO_MAIN = ROOT / "tests" / "support" / "moto_main.py"
 KEY = "slot"  # the fleet table's key (workerless_gevent/fleet/table.py)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class MotoDynamo:
@@ -107,12 +100,6 @@ class MotoDynamo:
         return counts
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, 10)
         self.log.close()
 

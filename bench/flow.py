@@ -50,7 +50,6 @@ import http.client
 import json
 import os
 import platform
-import socket
 import sys
 import threading
 import time
@@ -62,7 +61,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
-from harness import RESULTS, Sqs, Worker, log, spread, unique, worker_env  # noqa: E402
+from harness import RESULTS, Sqs, Worker, free_port, log, spread, unique, worker_env  # noqa: E402
 
 SCENARIOS = ("flow",)
 RATES = (10, 50, 200)
@@ -214,12 +213,6 @@ def start_daemon(bench: Any, label: str, *, concurrency: int, queues: list[dict[
     bench.workers.append(worker)
     worker.start().wait_started(60)
     return worker
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class LimitSampler:

@@ -13,6 +13,7 @@ import os
 import shutil
 import statistics
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -83,13 +84,7 @@ class NodeService:
         return self.process.pid
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, 5)
         self.stderr.close()
 
 
@@ -237,6 +232,24 @@ class Sqs:
 
     def send_one(self, url: str, tag: str) -> None:
         self.client.send_message(QueueUrl=url, MessageBody=body(0, tag))
+
+
+def stop_process(process: subprocess.Popen[bytes], wait_seconds: float) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `wait_seconds`."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(wait_seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def free_port() -> int:
+    """A loopback port the kernel just handed out; free again when this returns."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def body(number: int, tag: str) -> str:
