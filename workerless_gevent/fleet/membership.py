@@ -65,7 +65,8 @@ class Fleet:
             self.leases[limit_id] = Lease(gate, item, fleet.lease, socket.gethostname(), rng)
 
     def gates_for(self, queue: QueueConfig) -> tuple[FleetGate, ...]:
-        ids = (f"queue/{queue.name}/concurrency", f"target/{queue.target}/concurrency", f"target/{queue.target}/rate")
+        ids = (limit_id("queue", queue.name, "concurrency"), limit_id("target", queue.target, "concurrency"),
+               limit_id("target", queue.target, "rate"))
         return tuple(self.gates[limit_id] for limit_id in ids if limit_id in self.gates)
 
     def loops(self, stopping: gevent.event.Event) -> list[Loop]:
@@ -144,18 +145,23 @@ def describe_table(dynamodb: Any, table_name: str) -> str:
     return f"fleet table {table_name}: {table.get('TableStatus', '?')}, key {KEY!r}"
 
 
+def limit_id(owner: str, name: str, kind: str) -> str:
+    """How a limit is named in metrics, on the status page and in its item's key: "queue/payments/concurrency"."""
+    return f"{owner}/{name}/{kind}"
+
+
 def fleet_limits(config: Config) -> list[tuple[str, str, float, float]]:
     """(kind, limit id, the fleet's limit, the most this daemon could use) for every fleet-wide key."""
     limits: list[tuple[str, str, float, float]] = []
     for queue in config.queues:
         if queue.fleet_max_concurrency is not None:
             local = min(config.concurrency, queue.max_concurrency or config.concurrency)
-            limits.append(("concurrency", f"queue/{queue.name}/concurrency", queue.fleet_max_concurrency, local))
+            limits.append(("concurrency", limit_id("queue", queue.name, "concurrency"), queue.fleet_max_concurrency, local))
     for name, target in config.targets.items():
         if target.fleet_max_concurrency is not None:
             local = min(config.concurrency, target.max_concurrency or config.concurrency)
-            limits.append(("concurrency", f"target/{name}/concurrency", target.fleet_max_concurrency, local))
+            limits.append(("concurrency", limit_id("target", name, "concurrency"), target.fleet_max_concurrency, local))
         if target.fleet_rate_limit is not None:
             local_rate = target.rate_limit or target.fleet_rate_limit
-            limits.append(("rate", f"target/{name}/rate", target.fleet_rate_limit, local_rate))
+            limits.append(("rate", limit_id("target", name, "rate"), target.fleet_rate_limit, local_rate))
     return limits
