@@ -8,12 +8,14 @@ CloudWatch metrics, no DynamoDB claims, no FIPS or dual-stack endpoint, no proxy
 have run itself: the region chain (`region.resolve_region`), the endpoint (`aws.service_endpoint`),
 the CA bundle and botocore's credential chain ([aws] profile, AWS_PROFILE, the environment, config and
 credentials files, SSO, assume-role, web identity, ECS and EC2 metadata, credential_process). The
-child prints one JSON line and exits (no child at all when the environment alone answers: aws.environment).
+child prints one JSON line and exits. No child runs at all when the environment alone answers
+(aws.environment): static keys, or a container credentials endpoint that the daemon asks itself (aws.container).
 The daemon starts it first thing (`EarlyResolution`): the child
 imports botocore while the daemon patches gevent and loads its configuration, then gets the request.
 
-Temporary credentials are renewed the same way, by a new child, 15 minutes before they expire
-(botocore's advisory window), then every 30 s while that fails; the current ones stay in use meanwhile.
+Temporary credentials the child found are renewed the same way, by a new child (`fetch_by_child`, run by
+aws.renewal's loop 15 minutes before they expire, then every 30 s while that fails; the current ones stay in
+use meanwhile).
 """
 
 from __future__ import annotations
@@ -27,13 +29,9 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    import gevent.event
-
     from ..config.model import AwsConfig
 
 CHILD_TIMEOUT_SECONDS = 120.0  # SSO, assume-role with a slow STS, IMDS retries: generous, never unbounded
-RENEW_BEFORE_SECONDS = 15 * 60  # botocore's advisory refresh window
-RETRY_SECONDS = 30.0
 
 
 class FrozenCredentials(NamedTuple):
@@ -171,54 +169,14 @@ class ChildResolution:
         return parse_answer(out.decode("utf-8", "replace"), self.process.returncode)
 
 
-class ChildCredentials:
-    """Credentials for `sigv4.Signer`, renewed by a new child before they expire (see the module text)."""
+def fetch_by_child(aws: AwsConfig, origin: str) -> tuple[FrozenCredentials, float | None]:
+    """Renewed credentials from a new child (`aws.renewal`'s fetch where botocore's chain found them)."""
+    from ..errors import StartupError
 
-    def __init__(self, aws: AwsConfig, origin: str, resolved: Resolved) -> None:
-        self.aws, self.origin = aws, origin
-        self.frozen = resolved.credentials
-        self.expires_at = resolved.expires_at
-        self.renewals = 0
-
-    def get_frozen_credentials(self) -> FrozenCredentials | None:
-        return self.frozen
-
-    def next_renewal(self, now: float) -> float | None:
-        """Seconds until the next renewal is due; None if these credentials never expire."""
-        if self.expires_at is None:
-            return None
-        return max(0.0, self.expires_at - RENEW_BEFORE_SECONDS - now)
-
-    def renew(self) -> None:
-        import logging
-
-        from ..errors import StartupError
-
-        resolved = ChildResolution(self.aws, self.origin, ()).result()
-        if resolved.credentials is None:
-            raise StartupError("botocore's credential chain found no credentials")
-        self.frozen, self.expires_at = resolved.credentials, resolved.expires_at
-        self.renewals += 1
-        logging.getLogger(__name__).info("AWS credentials renewed%s", "" if self.expires_at is None else
-                    f"; they expire in {(self.expires_at - time.time()) / 60:.0f} min")
-
-    def run(self, stopped: gevent.event.Event) -> None:
-        """The renewal loop (supervised by the daemon, so it returns only once `stopped` is set)."""
-        import logging
-
-        from ..errors import ConfigError, StartupError
-
-        while not stopped.is_set():
-            due = self.next_renewal(time.time())
-            if stopped.wait(due):  # None: credentials that never expire wait for the stop
-                return
-            try:
-                self.renew()
-            except (StartupError, ConfigError) as error:
-                left = (self.expires_at or 0) - time.time()
-                logging.getLogger(__name__).warning("AWS credentials not renewed (%s); they expire in %.0f s; trying again in %.0f s",
-                               error, left, RETRY_SECONDS)
-                stopped.wait(RETRY_SECONDS)
+    resolved = ChildResolution(aws, origin, ()).result()
+    if resolved.credentials is None:
+        raise StartupError("botocore's credential chain found no credentials")
+    return resolved.credentials, resolved.expires_at
 
 
 # ---------------------------------------------------------------- the child

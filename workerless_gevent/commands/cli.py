@@ -131,11 +131,13 @@ def runs_on_the_wire_alone(config: Config) -> bool:
 
 def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
                    reload: Callable[[], Config] | None = None) -> int:
-    """The daemon with region, endpoint and credentials from the environment alone (`aws.environment`) or
-    from `aws.child`, which runs while this process imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
+    """The daemon with region, endpoint and credentials from the environment alone (`aws.environment`, with a
+    container endpoint's credentials fetched here: `aws.container`) or from `aws.child`, which runs while this
+    process imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
     endpoints), the daemon resolves in-process as before. ConfigError goes up (exit 2)."""
-    from ..aws.child import ChildCredentials, ChildResolution, Resolved
+    from ..aws.child import ChildResolution, Resolved
     from ..aws.environment import resolve_from_environment
+    from ..aws.renewal import RenewingCredentials, fetch_for
     from ..wire.sqs import proxy_for
 
     services = wire_services(config)
@@ -155,7 +157,8 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
     urls = [resolved.endpoints.get(service) for service in services]
     if not all(urls) or any(proxy_for(url) for url in urls if url):
         return run(config, *open_session(config.aws, env, config.source), reload=reload)
-    credentials = ChildCredentials(config.aws, config.source, resolved)
+    credentials = RenewingCredentials(resolved.credentials, resolved.expires_at,
+                                      fetch_for(resolution, config.aws, config.source))
     signing = credentials if resolved.credentials else None
     region, ca_bundle = resolved.region, resolved.ca_bundle
     lambda_url = resolved.endpoints.get("lambda")

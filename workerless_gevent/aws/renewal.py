@@ -1,0 +1,77 @@
+"""Temporary credentials for the wire's signers, renewed before they expire: one loop, whatever fetches them
+(a new credentials child, `aws.child.fetch_by_child`).
+
+A renewal is due 15 minutes before the expiry (botocore's advisory window), then every 30 s while it fails;
+the current credentials stay in use meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .child import FrozenCredentials
+
+if TYPE_CHECKING:
+    import gevent.event
+
+    from ..config.model import AwsConfig
+
+logger = logging.getLogger(__name__)
+
+RENEW_BEFORE_SECONDS = 15 * 60  # botocore's advisory refresh window
+RETRY_SECONDS = 30.0
+
+# New credentials and their expiry (epoch seconds, None: they never expire); StartupError or ConfigError if none.
+Fetch = Callable[[], tuple[FrozenCredentials, "float | None"]]
+
+
+class RenewingCredentials:
+    """Credentials for `sigv4.Signer`, replaced by what `fetch` answers before they expire."""
+
+    def __init__(self, frozen: FrozenCredentials | None, expires_at: float | None, fetch: Fetch) -> None:
+        self.frozen, self.expires_at = frozen, expires_at
+        self.fetch = fetch
+        self.renewals = 0
+
+    def get_frozen_credentials(self) -> FrozenCredentials | None:
+        return self.frozen
+
+    def next_renewal(self, now: float) -> float | None:
+        """Seconds until the next renewal is due; None if these credentials never expire."""
+        if self.expires_at is None:
+            return None
+        return max(0.0, self.expires_at - RENEW_BEFORE_SECONDS - now)
+
+    def renew(self) -> None:
+        self.frozen, self.expires_at = self.fetch()
+        self.renewals += 1
+        logger.info("AWS credentials renewed%s", "" if self.expires_at is None else
+                    f"; they expire in {(self.expires_at - time.time()) / 60:.0f} min")
+
+    def run(self, stopped: gevent.event.Event) -> None:
+        """The renewal loop (supervised by the daemon, so it returns only once `stopped` is set)."""
+        from ..errors import ConfigError, StartupError
+
+        while not stopped.is_set():
+            due = self.next_renewal(time.time())
+            if stopped.wait(due):  # None: credentials that never expire wait for the stop
+                return
+            try:
+                self.renew()
+            except (StartupError, ConfigError) as error:
+                left = (self.expires_at or 0) - time.time()
+                logger.warning("AWS credentials not renewed (%s); they expire in %.0f s; trying again in %.0f s",
+                               error, left, RETRY_SECONDS)
+                stopped.wait(RETRY_SECONDS)
+
+
+def fetch_for(resolution: Any, aws: AwsConfig, origin: str) -> Fetch:
+    """Renew where the credentials came from: a new child."""
+    import functools
+
+    from .child import fetch_by_child
+
+    return functools.partial(fetch_by_child, aws, origin)
