@@ -1,10 +1,15 @@
 """The region, endpoints and credentials when the environment alone says them, without botocore or a child.
 
-With static keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, no profile and no AWS config or
-credentials file, botocore's chain ends at its first step (EnvProvider), and what the child would answer is read from the environment: so the daemon starts no child, and never holds
-botocore's session (about 30 MB in a second process) beside its own memory while it starts. Whatever else
-(a profile, a config file, FIPS, keys that expire, a service other than SQS and Lambda) goes to the child,
-which runs botocore's whole chain. tests/unit/test_environment_resolution.py holds each answer to the child's.
+With no profile and no AWS config or credentials file, botocore's chain ends at its first step (EnvProvider)
+when static keys are in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and at its ContainerProvider (ECS task
+roles, EKS Pod Identity) when no key variable, no web identity variable and no older credentials file (the EC2
+tools', boto2's) is there and AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI names an endpoint botocore
+accepts. Then what the child would answer is read from the environment, and the container's credentials are
+fetched by the daemon itself (aws.container): so the daemon starts no child, and never holds botocore's session
+(about 30 MB in a second process) beside its own memory, neither at start nor at a renewal. Whatever else (a
+profile, a config file, FIPS, keys that expire, web identity, a proxy, a service other than SQS and Lambda)
+goes to the child, which runs botocore's whole chain. tests/unit/test_environment_resolution.py holds each
+answer to the child's and to botocore's chain.
 """
 
 from __future__ import annotations
@@ -18,18 +23,25 @@ from .child import FrozenCredentials, Resolved
 
 if TYPE_CHECKING:
     from ..config.model import AwsConfig
+    from .container import ContainerResolution
 
 # Each of these makes botocore's answer depend on more than the keys: a profile, expiring keys, endpoint
 # variants, other data files. Their presence (even empty) sends the run to the child.
 CHILD_VARIABLES = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CREDENTIAL_EXPIRATION", "AWS_USE_FIPS_ENDPOINT",
                    "AWS_USE_DUALSTACK_ENDPOINT", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_DATA_PATH")
 SERVICE_VARIABLES = {"sqs": "AWS_ENDPOINT_URL_SQS", "lambda": "AWS_ENDPOINT_URL_LAMBDA"}
+# What botocore's providers before the ContainerProvider read besides the AWS files (EnvProvider, web identity,
+# the EC2 tools' file, boto2's config): any of them present (even empty), and the container is not for us to ask.
+BEFORE_CONTAINER_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+                              "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
+                              "AWS_CREDENTIAL_FILE", "BOTO_CONFIG")
+BOTO_FILES = ("/etc/boto.cfg", "~/.boto")  # BotoProvider's, without BOTO_CONFIG
 
 
 def environment_suffices(env: Mapping[str, str]) -> bool:
     """True when botocore's chain would take its answer from these variables alone (the [aws] table may
     still send the run to the child: `resolve_from_environment`). Reads no module that opens a socket."""
-    if not (env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY")):
+    if credential_source(env) is None:
         return False
     if any(name in env for name in CHILD_VARIABLES):
         return False
@@ -40,10 +52,25 @@ def environment_suffices(env: Mapping[str, str]) -> bool:
     return not any(os.path.exists(os.path.expanduser(path)) for path in files)
 
 
+def credential_source(env: Mapping[str, str]) -> str | None:
+    """Where botocore's chain ends when no profile and no AWS file exist: "keys" (EnvProvider), "container"
+    (ContainerProvider, nothing before it could answer), or None where only the chain itself can tell."""
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        return "keys"
+    from .container import TOKEN_FILE, container_url
+
+    if any(name in env for name in BEFORE_CONTAINER_VARIABLES) or TOKEN_FILE in env and not env[TOKEN_FILE]:
+        return None
+    if container_url(env) is None or any(os.path.exists(os.path.expanduser(path)) for path in BOTO_FILES):
+        return None
+    return "container"
+
+
 def resolve_from_environment(aws: AwsConfig, env: Mapping[str, str], origin: str,
-                             services: tuple[str, ...]) -> Resolved | None:
-    """What the child would answer, or None where only botocore's chain can tell (the child then runs).
-    ConfigError for a region botocore would refuse, as the child would raise it."""
+                             services: tuple[str, ...]) -> Resolved | ContainerResolution | None:
+    """What the child would answer (its credentials still to fetch from the container endpoint: a
+    ContainerResolution), or None where only botocore's chain can tell (the child then runs). ConfigError for
+    a region botocore would refuse, as the child would raise it."""
     from .region import local_region
 
     if aws.profile is not None or not environment_suffices(env):
@@ -60,10 +87,25 @@ def resolve_from_environment(aws: AwsConfig, env: Mapping[str, str], origin: str
         endpoints[service] = url or partition_endpoint(service, region, env)
         if endpoints[service] is None:
             return None
-    token = env.get("AWS_SESSION_TOKEN") or env.get("AWS_SECURITY_TOKEN") or None
-    credentials = FrozenCredentials(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], token)
-    return Resolved(region=region, where=where, endpoints=endpoints, ca_bundle=ca_bundle(aws, env),
-                    credentials=credentials, expires_at=None)
+    resolved = Resolved(region=region, where=where, endpoints=endpoints, ca_bundle=ca_bundle(aws, env),
+                        credentials=None, expires_at=None)
+    if credential_source(env) == "keys":
+        token = env.get("AWS_SESSION_TOKEN") or env.get("AWS_SECURITY_TOKEN") or None
+        return resolved._replace(credentials=FrozenCredentials(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"],
+                                                               token))
+    return container_resolution(resolved, env)
+
+
+def container_resolution(resolved: Resolved, env: Mapping[str, str]) -> ContainerResolution | None:
+    """The container endpoint the daemon asks itself; None where botocore would ask it through a proxy."""
+    from ..config.model import AwsConfig
+    from ..wire.sqs import proxy_for
+    from .container import ContainerEndpoint, ContainerResolution, container_url
+
+    url = container_url(env)
+    if url is None or proxy_for(url) is not None:
+        return None
+    return ContainerResolution(resolved, ContainerEndpoint(url, env, ca_bundle(AwsConfig(), {})))
 
 
 def partition_endpoint(service: str, region: str, env: Mapping[str, str]) -> str | None:

@@ -1,5 +1,5 @@
 """Temporary credentials for the wire's signers, renewed before they expire: one loop, whatever fetches them
-(a new credentials child, `aws.child.fetch_by_child`).
+(a new credentials child, `aws.child.fetch_by_child`, or the container endpoint, `aws.container`).
 
 A renewal is due 15 minutes before the expiry (botocore's advisory window), then every 30 s while it fails;
 the current credentials stay in use meanwhile.
@@ -69,9 +69,12 @@ class RenewingCredentials:
 
 
 def fetch_for(resolution: Any, aws: AwsConfig, origin: str) -> Fetch:
-    """Renew where the credentials came from: a new child."""
+    """Renew where the credentials came from: the container endpoint the daemon asked, else a new child."""
     import functools
 
     from .child import fetch_by_child
+    from .container import ContainerResolution
 
+    if isinstance(resolution, ContainerResolution):
+        return resolution.endpoint.fetch
     return functools.partial(fetch_by_child, aws, origin)

@@ -1,0 +1,149 @@
+"""An ECS task role (or EKS Pod Identity): with only AWS_CONTAINER_CREDENTIALS_FULL_URI (no keys, no AWS file),
+the daemon fetches its credentials from the container endpoint itself (workerless_gevent/aws/container.py), at
+start and at each renewal, and its process tree stays one process: no credentials child, ever.
+
+"No child" is checked two ways: the endpoint notes the daemon's children as each fetch comes in (the moment a
+child would exist; test_credentials_child.py checks that it does there), and a sampler reads them every few
+milliseconds for the whole run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gevent
+import pytest
+
+from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
+from tests.support.credentials_endpoint import CredentialsEndpoint, children_of
+
+KEY_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+
+
+class ChildSampler:
+    """Reads a process's children every 5 ms in a greenlet of the test process, and keeps any it saw."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.samples = 0
+        self.seen: set[int] = set()
+        self.greenlet = gevent.spawn(self.run)
+
+    def run(self) -> None:
+        while True:
+            if self.pid is not None:
+                self.seen.update(children_of(self.pid))
+                self.samples += 1
+            gevent.sleep(0.005)
+
+
+@pytest.fixture
+def child_sampler() -> Iterator[ChildSampler]:
+    sampler = ChildSampler()
+    yield sampler
+    sampler.greenlet.kill()
+
+
+def start_on_the_endpoint(daemon: Callable[..., Daemon], proxied_env: dict[str, str], endpoint: CredentialsEndpoint,
+                          queue: Queue, app: HttpApp, sampler: ChildSampler, **variables: str) -> Daemon:
+    env = {key: value for key, value in proxied_env.items() if key not in KEY_VARIABLES}
+    env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = endpoint.url
+    env.update(variables)
+    proc = daemon([f"--queues={queue.name}", f"--http={app.url}/work", "--concurrency=4", "--poll-for=1"], env=env)
+    endpoint.watched_pid = sampler.pid = proc.pid
+    return proc
+
+
+def assert_never_a_child(endpoint: CredentialsEndpoint, sampler: ChildSampler) -> None:
+    assert endpoint.requests and all(request.children == [] for request in endpoint.requests), endpoint.requests
+    assert sampler.samples > 10 and not sampler.seen, (sampler.samples, sampler.seen)
+
+
+def test_a_daemon_on_container_credentials_delivers_with_no_child(
+    daemon: Callable[..., Daemon], proxied_env: dict[str, str], counting_proxy: CountingProxy, http_app: HttpApp,
+    sqs: Any, make_queue: Callable[..., Queue], child_sampler: ChildSampler,
+) -> None:
+    endpoint = CredentialsEndpoint(lifetime=3600)  # the next renewal is 45 min away
+    endpoint.start()
+    try:
+        queue = make_queue()
+        proc = start_on_the_endpoint(daemon, proxied_env, endpoint, queue, http_app, child_sampler,
+                                     AWS_CONTAINER_AUTHORIZATION_TOKEN="task-token")
+        proc.wait_for_output("workerless started", timeout=60)
+        for index in range(20):
+            sqs.send_message(QueueUrl=queue.url, MessageBody=f"message {index}")
+        http_app.wait_for_requests(20, timeout=60)
+        wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted")
+        assert proc.stop(timeout=30) == 0
+    finally:
+        endpoint.stop()
+    assert [request.authorization for request in endpoint.requests] == ["task-token"]
+    assert {request.security_token for request in counting_proxy.requests} == {"token-1"}
+    assert_never_a_child(endpoint, child_sampler)
+
+
+def test_expiring_container_credentials_are_renewed_from_the_endpoint_with_no_child(
+    daemon: Callable[..., Daemon], proxied_env: dict[str, str], counting_proxy: CountingProxy,
+    credentials_endpoint: CredentialsEndpoint, http_app: HttpApp, sqs: Any, make_queue: Callable[..., Queue],
+    child_sampler: ChildSampler, tmp_path: Path,
+) -> None:
+    """Each fetch reads the token file again (EKS Pod Identity rotates it), and the wire signs with each renewal."""
+    token_file = tmp_path / "token"
+    token_file.write_text("first-token")
+    queue = make_queue()
+    proc = start_on_the_endpoint(daemon, proxied_env, credentials_endpoint, queue, http_app, child_sampler,
+                                 AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=str(token_file),
+                                 AWS_CONTAINER_AUTHORIZATION_TOKEN="ignored-beside-the-file")
+    proc.wait_for_output("workerless started", timeout=60)
+    token_file.write_text("rotated-token")
+
+    def tokens_signed_with() -> set[str | None]:
+        return {request.security_token for request in counting_proxy.requests if request.action == "ReceiveMessage"}
+
+    wait_until(lambda: len(tokens_signed_with() - {None}) >= 3, 60,
+               message=lambda: f"tokens fetched {credentials_endpoint.tokens}, signed with {tokens_signed_with()}")
+    sqs.send_message(QueueUrl=queue.url, MessageBody="after renewals")
+    assert http_app.wait_for_requests(1, timeout=30)[0].body == b"after renewals"
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted with renewed credentials")
+    assert proc.stop(timeout=30) == 0
+    assert None not in tokens_signed_with() and tokens_signed_with() <= set(credentials_endpoint.tokens)
+    assert proc.output().count("AWS credentials renewed") >= 2
+    authorizations = [request.authorization for request in credentials_endpoint.requests]
+    assert authorizations[0] == "first-token" and set(authorizations[1:]) == {"rotated-token"}, authorizations
+    assert_never_a_child(credentials_endpoint, child_sampler)
+
+
+def test_a_container_endpoint_failing_at_renewal_keeps_the_current_credentials(
+    daemon: Callable[..., Daemon], proxied_env: dict[str, str], counting_proxy: CountingProxy,
+    credentials_endpoint: CredentialsEndpoint, http_app: HttpApp, sqs: Any, make_queue: Callable[..., Queue],
+    child_sampler: ChildSampler,
+) -> None:
+    queue = make_queue()
+    proc = start_on_the_endpoint(daemon, proxied_env, credentials_endpoint, queue, http_app, child_sampler)
+    proc.wait_for_output("workerless started", timeout=60)
+    credentials_endpoint.failing = True  # every renewal fails from now on
+    log = proc.wait_for_output("AWS credentials not renewed", timeout=60)
+    assert "no AWS credentials from the container endpoint" in log and "trying again in 30 s" in log, log
+    assert len(credentials_endpoint.requests) >= 4  # the start's fetch, then a renewal's 3 attempts
+    sqs.send_message(QueueUrl=queue.url, MessageBody="still signed")
+    assert http_app.wait_for_requests(1, timeout=30)[0].body == b"still signed"
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted after a failed renewal")
+    assert proc.stop(timeout=30) == 0
+    assert {request.security_token for request in counting_proxy.requests} == {"token-1"}
+    assert_never_a_child(credentials_endpoint, child_sampler)
+
+
+def test_a_container_endpoint_failing_at_start_stops_the_daemon_with_one_line(
+    daemon: Callable[..., Daemon], proxied_env: dict[str, str], credentials_endpoint: CredentialsEndpoint,
+    http_app: HttpApp, make_queue: Callable[..., Queue], child_sampler: ChildSampler,
+) -> None:
+    credentials_endpoint.failing = True
+    proc = start_on_the_endpoint(daemon, proxied_env, credentials_endpoint, make_queue(), http_app, child_sampler)
+    assert proc.wait_exit(timeout=60) == 1
+    lines = proc.output().strip().splitlines()
+    assert lines[-1].startswith("workerless: cannot start: no AWS credentials from the container endpoint "
+                                f"{credentials_endpoint.url} (3 attempts): status 500"), lines
+    assert "Traceback" not in proc.output()
+    assert len(credentials_endpoint.requests) == 3
+    assert_never_a_child(credentials_endpoint, child_sampler)

@@ -1,0 +1,82 @@
+"""A container credentials endpoint (what ECS serves at 169.254.170.2, EKS Pod Identity at 169.254.170.23) on
+127.0.0.1: each fetch hands out new keys and a new token expiring `lifetime` seconds later; it counts requests,
+records their Authorization headers, can fail on demand, and notes the watched process's children at each
+request (the moment a daemon that fetched through a child would have one)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from gevent import pywsgi
+
+from .moto import free_port
+
+
+def children_of(pid: int) -> list[int]:
+    """The direct children of `pid`, from /proc/PID/task/*/children (every thread's); [] once it is gone."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found += [int(child) for child in handle.read().split()]
+        except OSError:
+            continue
+    return found
+
+
+@dataclass
+class CredentialsRequest:
+    path: str
+    authorization: str | None
+    children: list[int] | None  # of `watched_pid` as the request came in; None when nothing was watched
+    answered: int  # the status given
+
+
+class CredentialsEndpoint:
+    """`failing`: answer 500 (botocore and the daemon retry it, then give up); `lifetime`: seconds until the keys
+    handed out expire."""
+
+    def __init__(self, lifetime: float) -> None:
+        self.lifetime = lifetime
+        self.failing = False
+        self.watched_pid: int | None = None
+        self.requests: list[CredentialsRequest] = []
+        self.tokens: list[str] = []  # handed out, in order
+        self.server = pywsgi.WSGIServer(("127.0.0.1", free_port()), self.app, log=None)
+
+    def app(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        children = None if self.watched_pid is None else children_of(self.watched_pid)
+        record = CredentialsRequest(environ.get("PATH_INFO", ""), environ.get("HTTP_AUTHORIZATION"), children, 500)
+        self.requests.append(record)
+        if self.failing:
+            return self.answer(start_response, "500 Internal Server Error", b'{"message": "failing on purpose"}')
+        record.answered = 200
+        token = f"token-{len(self.tokens) + 1}"
+        self.tokens.append(token)
+        expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=self.lifetime)
+        body = json.dumps({"AccessKeyId": f"ASIA{len(self.tokens):016d}", "SecretAccessKey": "secret",
+                           "Token": token, "Expiration": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}).encode()
+        return self.answer(start_response, "200 OK", body)
+
+    @staticmethod
+    def answer(start_response: Any, status: str, body: bytes) -> list[bytes]:
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    def start(self) -> None:
+        self.server.start()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}/v2/credentials"
