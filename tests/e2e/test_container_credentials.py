@@ -95,8 +95,8 @@ def test_expiring_container_credentials_are_renewed_from_the_endpoint_with_no_ch
     proc = start_on_the_endpoint(daemon, proxied_env, credentials_endpoint, queue, http_app, child_sampler,
                                  AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=str(token_file),
                                  AWS_CONTAINER_AUTHORIZATION_TOKEN="ignored-beside-the-file")
-    proc.wait_for_output("workerless started", timeout=60)
-    token_file.write_text("rotated-token")
+    wait_until(lambda: credentials_endpoint.requests, 60, message="no fetch at start")
+    token_file.write_text("rotated-token")  # the renewal is due 4 s after that fetch
 
     def tokens_signed_with() -> set[str | None]:
         return {request.security_token for request in counting_proxy.requests if request.action == "ReceiveMessage"}
