@@ -191,7 +191,7 @@ def test_heartbeat_keeps_a_slow_delivery_invisible_then_lets_go(
         while time.monotonic() < until:
             assert count_visible(sqs, queue.url) == 0, "heartbeat let the message reappear"
             gevent.sleep(0.1)
-        leases.limit(message, 0)  # the delivery's hard deadline has passed: stop extending
+        leases.limit([message], 0)  # the delivery's hard deadline has passed: stop extending
         wait_until(lambda: count_visible(sqs, queue.url) == 1, 10, message="never let go after the deadline")
     finally:
         stopped.set()

@@ -12,8 +12,8 @@ import pytest
 
 from tests.integration.helpers import receive_exactly
 from tests.support import HttpApp
-from workerless_gevent.config.model import HttpTargetConfig
-from workerless_gevent.delivery.payloads import PayloadStore, Preparer
+from workerless_gevent.config.model import HttpTargetConfig, QueueConfig
+from workerless_gevent.delivery.payloads import PayloadStore, Prepared, Preparer
 from workerless_gevent.delivery.queue import SqsQueue
 from workerless_gevent.envelopes import PayloadPointer, pointer_body
 from workerless_gevent.message import Message
@@ -36,13 +36,20 @@ def offloaded(sqs: Any, s3: Any, queue: SqsQueue, bucket: str, payload: str | No
     return key
 
 
+def prepare(preparer: Preparer, config: QueueConfig, messages: list[Message]) -> Prepared:
+    """What a queue with large_payloads or sns = "unwrap" gets from the preparer: always a Prepared."""
+    prepared = preparer.prepare(config, messages)
+    assert prepared is not None
+    return prepared
+
+
 def test_a_1_mib_payload_is_fetched_and_the_message_is_as_its_sender_wrote_it(
     sqs: Any, s3: Any, bucket: str, sqs_queue: Callable[..., SqsQueue], registry: Registry,
 ) -> None:
     queue = sqs_queue(large_payloads=True)
     offloaded(sqs, s3, queue, bucket, PAYLOAD)
     (message,) = receive_exactly(queue, 1)
-    prepared = Preparer(PayloadStore(s3), registry).prepare(queue.config, [message])
+    prepared = prepare(Preparer(PayloadStore(s3), registry), queue.config, [message])
     (item,) = prepared.items
     assert isinstance(item, Message)
     assert item.body == PAYLOAD and len(item.body.encode("utf-8")) > 1_000_000
@@ -60,7 +67,7 @@ def test_a_missing_payload_is_a_failure_the_target_never_sees(
     offloaded(sqs, s3, queue, bucket if missing == "object" else "no-such-bucket-here", None)
     sqs.send_message(QueueUrl=queue.url, MessageBody="ordinary")
     messages = sorted(receive_exactly(queue, 2), key=lambda message: message.body == "ordinary")
-    prepared = Preparer(PayloadStore(s3), registry).prepare(queue.config, messages)
+    prepared = prepare(Preparer(PayloadStore(s3), registry), queue.config, messages)
     failure, ordinary = prepared.items
     assert isinstance(failure, Outcome) and failure.error_type == "PayloadNotFound", failure
     assert "s3://" in failure.error
@@ -83,7 +90,7 @@ def test_in_a_fifo_queue_a_failed_payload_fails_the_rest_of_its_group(
     offloaded(sqs, s3, queue, bucket, "other group", MessageGroupId="h", MessageDeduplicationId="h0")
     messages = receive_exactly(queue, 4)
     assert [message.group_id for message in messages] == ["g", "g", "g", "h"]
-    items = Preparer(PayloadStore(s3), registry).prepare(queue.config, messages).items
+    items = prepare(Preparer(PayloadStore(s3), registry), queue.config, messages).items
     assert [item.body if isinstance(item, Message) else item.error_type for item in items] == [
         "first", "PayloadNotFound", "PayloadNotFound", "other group"]
 
@@ -95,7 +102,7 @@ def test_delete_payloads_deletes_the_objects_of_successes_only(
     keys = [offloaded(sqs, s3, queue, bucket, f"payload {index}") for index in range(2)]
     messages = receive_exactly(queue, 2)
     preparer = Preparer(PayloadStore(s3), registry)
-    prepared = preparer.prepare(queue.config, messages)
+    prepared = prepare(preparer, queue.config, messages)
     by_key = {json.loads(message.body)[1]["s3Key"]: index for index, message in enumerate(messages)}
     outcomes = [SUCCESS, SUCCESS]
     outcomes[by_key[keys[1]]] = Outcome.failure("HTTP 500", "the app answered HTTP 500")
@@ -113,7 +120,7 @@ def test_not_an_envelope_is_delivered_as_it_is_counted_each_time_and_logged_once
     messages = receive_exactly(queue, 2)
     preparer = Preparer(None, registry)
     with caplog.at_level(logging.WARNING, logger="workerless_gevent.delivery.payloads"):
-        items = preparer.prepare(queue.config, messages).items + preparer.prepare(queue.config, messages).items
+        items = prepare(preparer, queue.config, messages).items + prepare(preparer, queue.config, messages).items
     assert items == messages + messages  # the very objects: nothing copied, nothing changed
     assert registry.total("NotSnsEnvelope", queue.name) == 4
     warnings = [record.getMessage() for record in caplog.records]
@@ -127,4 +134,4 @@ def test_a_queue_with_neither_setting_hands_its_messages_over_untouched(
     size = {"ExtendedPayloadSize": {"DataType": "Number", "StringValue": "5"}}
     sqs.send_message(QueueUrl=queue.url, MessageBody=pointer_body(PayloadPointer("b", "k")), MessageAttributes=size)
     messages = receive_exactly(queue, 1)
-    assert Preparer(None, registry).prepare(queue.config, messages).items == messages
+    assert Preparer(None, registry).prepare(queue.config, messages) is None  # no Prepared: the work's own list goes

@@ -27,10 +27,13 @@ class Leases:
     def hold(self, message: Message) -> None:
         self.messages[message] = time.monotonic() + RECEIPT_LIMIT_SECONDS
 
-    def limit(self, message: Message, seconds: float) -> None:
-        """Once a delivery starts, extend only until it must have ended."""
-        if message in self.messages:
-            self.messages[message] = min(self.messages[message], time.monotonic() + seconds)
+    def limit(self, messages: list[Message], seconds: float) -> None:
+        """Once a delivery starts, extend its messages only until it must have ended."""
+        stop_at = time.monotonic() + seconds
+        held = self.messages
+        for message in messages:
+            if message in held and stop_at < held[message]:
+                held[message] = stop_at
 
     def release(self, message: Message) -> None:
         self.messages.pop(message, None)

@@ -86,8 +86,7 @@ class Settler:
 
     def start(self, work: Work, seconds: float) -> None:
         """A delivery starts: its messages are kept invisible only until it must have ended."""
-        for message in work.messages:
-            self.leases.limit(message, seconds)
+        self.leases.limit(work.messages, seconds)
 
     def settle(self, work: Work, outcomes: list[Outcome], target: str) -> None:
         """A delivery ended: each message's outcome becomes its SQS action; then the work's FIFO groups are
@@ -98,13 +97,17 @@ class Settler:
                          len(outcomes), len(work.messages), extra=fields(queue=queue.name, target=target))
             outcomes = [Outcome.failure("InternalError", f"{len(outcomes)} outcomes for {len(work.messages)} messages")
                         ] * len(work.messages)
-        failed_groups = set()
+        failed_groups: set[str] = set()
+        overloaded = False
         for message, outcome in zip(work.messages, outcomes):
             self.settle_message(queue, message, outcome, target)
-            if not outcome.is_success and message.group_id is not None:
-                failed_groups.add(message.group_id)
-        overloaded = any(outcome.result is Result.OVERLOADED for outcome in outcomes)
-        self.release(self.finish_once(work, failed_groups, overloaded))
+            if outcome.result is not Result.SUCCESS:
+                overloaded = overloaded or outcome.result is Result.OVERLOADED
+                if message.group_id is not None:
+                    failed_groups.add(message.group_id)
+        released = self.finish_once(work, failed_groups, overloaded)
+        if released:
+            self.release(released)
 
     def abandon(self, work: Work) -> None:
         """After a bug mid-delivery, or a delivery still running at the end of the grace period: what was
@@ -121,15 +124,19 @@ class Settler:
         return self.finish(work, failed_groups, overloaded)
 
     def settle_message(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> None:
-        """The SQS action for one outcome (`settle` calls it for each message of a delivery): `decide`
-        picks it, then the queue gets it, once."""
+        """The SQS action for one outcome (`settle` calls it for each message of a delivery): a success is
+        deleted, `decide` picks the action for any other; then the queue gets it, once."""
         self.leases.release(message)
+        if outcome.result is Result.SUCCESS:  # most of them: nothing to decide
+            self.registry.count(queue.name, "Succeeded")
+            self.delete(queue, message)
+            return
         action, seconds = self.decide(queue, message, outcome, target)
         if action == "dead-letter" and not self.dead_letter(queue, message, outcome):
             action = "retry"  # the copy is not safely there: keep the message, try again at its next failure
         if action == "retry":
             self.change_visibility(queue, message, seconds)
-        else:  # a success, or a dead-letter copy that is safely there
+        else:  # a dead-letter copy that is safely there
             self.delete(queue, message)
 
     def delete(self, queue: SqsQueue, message: Message) -> None:
@@ -143,11 +150,8 @@ class Settler:
         queue.change_visibility(message, seconds)
 
     def decide(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> tuple[str, int]:
-        """("delete" | "retry" | "dead-letter", seconds until a retried message is visible again), counted
-        and logged."""
-        if outcome.result is Result.SUCCESS:
-            self.registry.count(queue.name, "Succeeded")
-            return "delete", 0
+        """For an outcome other than a success: ("retry" | "dead-letter", seconds until a retried message is
+        visible again), counted and logged."""
         ids = {"queue": queue.name, "message_id": message.message_id, "target": target}
         if outcome.result is Result.RETRY or (outcome.result is Result.OVERLOADED
                                               and self.note_overload(message) <= FREE_OVERLOADS):

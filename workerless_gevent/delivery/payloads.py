@@ -2,7 +2,7 @@
 envelope is unwrapped (`sns = "unwrap"`), the extended clients' S3 payload is fetched (`large_payloads`),
 and after a successful delivery that payload is deleted (`delete_payloads`). A payload that cannot be
 fetched is that message's failure, retried and dead-lettered like any other. A queue with neither
-setting pays one check per delivery."""
+setting pays one check per delivery, and gets no `Prepared`."""
 
 from __future__ import annotations
 
@@ -88,9 +88,10 @@ class Preparer:
         self.registry = registry
         self.warned: set[str] = set()  # queues whose first non-SNS body was logged
 
-    def prepare(self, config: QueueConfig, messages: list[Message]) -> Prepared:
+    def prepare(self, config: QueueConfig, messages: list[Message]) -> Prepared | None:
+        """None when the queue has nothing to prepare: the target gets the work's messages as they are."""
         if config.sns != "unwrap" and not config.large_payloads:
-            return Prepared(list(messages))
+            return None
         unwrapped = [self.unwrap(config, message) for message in messages] if config.sns == "unwrap" else messages
         if not config.large_payloads:
             return Prepared(list(unwrapped))

@@ -48,7 +48,7 @@ class Poller:
         self.count = count or (lambda queue, name: None)
         self.receiver = Receiver(batch_size=batch_size, poll_for_seconds=poll_for_seconds, sleep_seconds=sleep_seconds,
                                  rng=rng, stopping=stopping, admit=admit, count=self.count,
-                                 wake=self.wake, pace=lambda: self.finish_interval)
+                                 wake=self.wake)
         self.tick = 0
         self.last_finish = 0.0
         self.finish_interval = math.inf  # moving average of the time between two deliveries ending
@@ -72,14 +72,17 @@ class Poller:
                 if wait > 0:
                     continue
                 room = state.room(free_slots)
-                window_left = state.window_left_seconds()
+                window_left = state.window_left_seconds() if state.window_seconds else 0.0
                 if window_left > 0:  # lower queues may use the slot while the batch fills
                     retry = self.receiver.fill(state.receiving, state.take_size)
                     waits[index] = min(window_left, retry) if retry > 0 else window_left
                     continue
                 work = self._take(state)
                 if work is not None:
-                    self.receiver.receive_ahead(state.receiving, room - 1, busy_slots, state.pace_seconds())
+                    # A rate limit paces the queue's deliveries more slowly than the daemon's pace may say.
+                    bucket = state.flow.bucket if state.flow is not None else None
+                    pace = self.finish_interval if bucket is None else max(self.finish_interval, 1 / bucket.rate)
+                    self.receiver.receive_ahead(state.receiving, room - 1, busy_slots, pace)
                     return self._start(work)
                 if self.receiver.receive_for(state.receiving, room):
                     break  # its messages are on their way: queues after it wait, so priority holds
@@ -93,12 +96,11 @@ class Poller:
         for gate in state.fleet_gates:
             if gate.start():
                 self.count(gate.limit_id, "FleetWaits")
-        if state.flow is None:
-            return work
-        started_at, waited = state.flow.start()
-        if waited:
-            self.count(state.queue.name, "RateLimited")
-        return Work(state, work.messages, started_at)
+        if state.flow is not None:
+            work.started_at, waited = state.flow.start()
+            if waited:
+                self.count(state.queue.name, "RateLimited")
+        return work
 
     def finish(self, work: Work, failed_groups: set[str], overloaded: bool = False) -> list[Message]:
         """A delivery ended: free its FIFO groups and its place under the caps (an overload shrinks the
@@ -109,9 +111,11 @@ class Poller:
             gate.finish()
         if state.flow is not None:
             state.flow.finish(work.started_at, overloaded)
-        for message in work.messages:
-            if message.group_id is not None:
-                state.busy_groups.discard(message.group_id)
+        if state.busy_groups:  # FIFO groups are claimed by `_take` only
+            for message in work.messages:
+                group = message.group_id
+                if group is not None:
+                    state.busy_groups.discard(group)
         buffer = state.receiving.buffer
         released = [message for message in buffer if message.group_id in failed_groups] if failed_groups else []
         for message in released:

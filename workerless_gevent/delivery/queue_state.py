@@ -76,10 +76,6 @@ class QueueState:
             room = min(room, max(1, gate.room()))
         return max(0, room)
 
-    def pace_seconds(self) -> float:
-        """The shortest time between two deliveries its target's rate allows (0 without a rate)."""
-        return 1 / self.flow.bucket.rate if self.flow is not None and self.flow.bucket is not None else 0.0
-
     def window_left_seconds(self) -> float:
         """While a batching window fills a batch: how long it stays open; else 0."""
         buffer = self.receiving.buffer

@@ -60,6 +60,10 @@ class Receiving:
     has_received: bool = False  # a receive of it has completed: it is no longer starting
     is_retired: bool = False  # a reload took its queue out of the poller: no new receive, no watcher
     last_empty_at: float = -math.inf  # time.monotonic() of its latest receive that came back empty
+    is_fifo: bool = field(init=False)  # its queue's, read on every take
+
+    def __post_init__(self) -> None:
+        self.is_fifo = self.queue.config.is_fifo
 
     def is_quiet(self) -> bool:
         """No receive on its way, and its watcher (if any) has ended its last long poll."""
@@ -71,8 +75,7 @@ class Receiver:
     (`wake`) when messages land or a queue goes idle."""
 
     def __init__(self, *, batch_size: int, poll_for_seconds: int, sleep_seconds: float, rng: random.Random,
-                 stopping: gevent.event.Event, admit: Admit, count: Count, wake: gevent.event.Event,
-                 pace: Callable[[], float]) -> None:
+                 stopping: gevent.event.Event, admit: Admit, count: Count, wake: gevent.event.Event) -> None:
         self.batch_size = batch_size
         self.poll_for_seconds = poll_for_seconds
         self.sleep_seconds = sleep_seconds
@@ -81,7 +84,6 @@ class Receiver:
         self.admit = admit
         self.count = count
         self.wake = wake
-        self.pace = pace  # seconds between two deliveries ending, on average (the poller's moving average)
         self.receivers = gevent.pool.Group()
 
     def retire(self, state: Receiving) -> None:
@@ -116,16 +118,16 @@ class Receiver:
             self._start_receive(state)
         return state.receives > 0
 
-    def receive_ahead(self, state: Receiving, free_slots: int, busy_slots: int, pace_seconds: float = 0.0) -> None:
+    def receive_ahead(self, state: Receiving, free_slots: int, busy_slots: int, pace_seconds: float) -> None:
         """On a standard queue with a backlog, keep enough receives on their way that the buffer never
         runs dry: messages for the other free slots, and for the deliveries that will end while a receive
         is on its way (Little's law: the recent pace of deliveries times the receive round trip; on a
-        real network that is several receives in flight, not one)."""
-        if not state.is_ready or state.watcher is not None or state.queue.config.is_fifo:
+        real network that is several receives in flight, not one). `pace_seconds`: the time between two of
+        the queue's deliveries ending, as the poller sees it."""
+        if not state.is_ready or state.watcher is not None or state.is_fifo:
             return
         slots = free_slots + busy_slots
-        # A rate limit paces the queue's deliveries more slowly than the daemon's pace may say.
-        soon = min(state.receive_seconds / max(self.pace(), pace_seconds), AHEAD_PER_SLOT * slots)
+        soon = min(state.receive_seconds / pace_seconds, AHEAD_PER_SLOT * slots)
         wanted = (free_slots + soon) * state.take_size
         coming = len(state.buffer) + state.receives * self.batch_size
         while coming < wanted and state.receives < state.receive_width:

@@ -139,9 +139,13 @@ class Slots:
         try:
             # SNS envelopes unwrapped, S3 payloads fetched: under the receive's lease, before the target's deadline
             prepared = self.preparer.prepare(queue.config, work.messages)
-            self.settler.start(work, target.deadline_seconds(prepared.messages()) + 5)
+            messages = work.messages if prepared is None else prepared.messages()
+            self.settler.start(work, target.deadline_seconds(messages) + 5)
             started = time.monotonic()
-            outcomes = prepared.deliver(target, self.queue_infos[queue.name])
+            if prepared is None:
+                outcomes = target.deliver(self.queue_infos[queue.name], messages)
+            else:
+                outcomes = prepared.deliver(target, self.queue_infos[queue.name])
         except Exception as error:  # a bug in a target must neither kill the daemon nor lose the messages
             logger.error("queue=%s target=%s delivery raised", queue.name, target.name, exc_info=True,
                          extra=fields(queue=queue.name, target=target.name))

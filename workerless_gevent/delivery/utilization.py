@@ -29,7 +29,15 @@ class Utilization:
 
     def set_busy(self, busy: int) -> None:
         """The slots' busy count changed (work taken, or finished): the time before it counts at the old one."""
-        self.integrate(self.clock())
+        now = self.clock()
+        moment = self.changed_at
+        start, end = self.last_bucket_span
+        if start <= moment and now <= end and self.buckets:  # twice per delivery: no walk, no index, no call
+            if now > moment:
+                self.buckets[-1][1] += self.busy * (now - moment)
+                self.changed_at = now
+        else:
+            self.integrate(now)
         self.busy = busy
 
     def average(self) -> float:
@@ -50,11 +58,6 @@ class Utilization:
         """Spread `busy` x the time since the last change over the buckets that time covers."""
         moment, self.changed_at = self.changed_at, max(now, self.changed_at)
         if self.busy == 0:
-            return
-        start, end = self.last_bucket_span
-        if start <= moment and now <= end and self.buckets:  # twice per delivery: no walk, no index
-            if now > moment:
-                self.buckets[-1][1] += self.busy * (now - moment)
             return
         # Only the last window's buckets are ever read: older time is skipped, not walked.
         moment = max(moment, now - self.window_seconds - self.bucket_seconds)

@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 
 HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 PATH_ATTRIBUTE = "beanstalk.sqsd.path"
+TASK_ATTRIBUTE = "beanstalk.sqsd.task_name"
+SCHEDULED_ATTRIBUTE = "beanstalk.sqsd.scheduled_time"
+SPECIAL_ATTRIBUTES = frozenset((PATH_ATTRIBUTE, TASK_ATTRIBUTE, SCHEDULED_ATTRIBUTE))
 
 
 class HttpTarget:
@@ -50,7 +53,7 @@ class HttpTarget:
         return self.hard_deadline_seconds * len(messages)  # one POST after the other
 
     def post(self, queue: QueueInfo, message: Message) -> Outcome:
-        routed = message.string_attribute(PATH_ATTRIBUTE)
+        routed = message.string_attribute(PATH_ATTRIBUTE) if message.message_attributes else None
         path = quote_path(routed) if routed else self.path
         # Read timeouts are per read: a server trickling bytes is only stopped by this deadline.
         deadline = time.monotonic() + self.hard_deadline_seconds
@@ -106,25 +109,32 @@ def build_headers(queue_name: str, message: Message, content_type: str) -> dict[
         "X-Aws-Sqsd-Sender-Id": attributes.get("SenderId", ""),
         "X-Aws-Sqsd-Sent-At": iso_utc(attributes.get("SentTimestamp")),
     }
-    encoded: list[str] = []  # values sent percent-encoded (targets/http_headers.py has the rule)
-    for name in message.message_attributes:
-        value = message.string_attribute(name)
-        if value is None or not HEADER_NAME.fullmatch(name):
-            continue  # Binary attributes are dropped, as aws-sqsd does; so are names no header can carry
-        put_value(headers, f"X-Aws-Sqsd-Attr-{name}", value, encoded)
-    task = message.string_attribute("beanstalk.sqsd.task_name")
-    if task is not None:
-        put_value(headers, "X-Aws-Sqsd-Taskname", task, encoded)
-        put_value(headers, "X-Aws-Sqsd-Scheduled-At", message.string_attribute("beanstalk.sqsd.scheduled_time") or "",
-                  encoded)
-    path = message.string_attribute(PATH_ATTRIBUTE)
-    if path is not None:
-        put_value(headers, "X-Aws-Sqsd-Path", path, encoded)
-    if encoded:
-        headers[ENCODED_HEADER] = ", ".join(encoded)
+    if message.message_attributes:
+        put_attribute_headers(headers, message)
     if "AWSTraceHeader" in message.attributes or "traceparent" in message.message_attributes:
         headers.update(trace_headers(message))
     return headers
+
+
+def put_attribute_headers(headers: dict[str, str], message: Message) -> None:
+    """A header per String and Number message attribute, and the periodic task's and the path's own."""
+    encoded: list[str] = []  # values sent percent-encoded (targets/http_headers.py has the rule)
+    special: dict[str, str] = {}  # the attributes aws-sqsd also sends under headers of their own
+    for name in message.message_attributes:
+        value = message.string_attribute(name)
+        if value is None:
+            continue  # Binary attributes are dropped, as aws-sqsd does
+        if name in SPECIAL_ATTRIBUTES:
+            special[name] = value
+        if HEADER_NAME.fullmatch(name):  # a name no header can carry is dropped too
+            put_value(headers, f"X-Aws-Sqsd-Attr-{name}", value, encoded)
+    if TASK_ATTRIBUTE in special:
+        put_value(headers, "X-Aws-Sqsd-Taskname", special[TASK_ATTRIBUTE], encoded)
+        put_value(headers, "X-Aws-Sqsd-Scheduled-At", special.get(SCHEDULED_ATTRIBUTE, ""), encoded)
+    if PATH_ATTRIBUTE in special:
+        put_value(headers, "X-Aws-Sqsd-Path", special[PATH_ATTRIBUTE], encoded)
+    if encoded:
+        headers[ENCODED_HEADER] = ", ".join(encoded)
 
 
 def sign(secret: str, body: bytes, timestamp: int) -> dict[str, str]:
