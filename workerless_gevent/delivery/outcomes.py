@@ -73,7 +73,7 @@ class Settler:
                     self.registry.count(queue.name, "Expired")
                     self.delete(queue, message)
                     continue
-            if not matches_any(queue.config.filter, message):
+            if queue.config.filter and not matches_any(queue.config.filter, message):
                 logger.debug("queue=%s message=%s matches no filter: deleted undelivered", queue.name,
                              message.message_id, extra=fields(queue=queue.name, message_id=message.message_id,
                                                               outcome="filtered"))

@@ -65,8 +65,7 @@ class Engine:
         self.request_stop = request_stop
         self.parts = build_parts(config, clients, registry, rng)
         self.leases = Leases(self.parts.queues)
-        self.settler = Settler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases,
-                               finish=lambda work, groups, overloaded: self.poller.finish(work, groups, overloaded))
+        self.settler = Settler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases)
         self.flows: dict[str, TargetFlow] = build_flows(config)  # each target's in-flight limit and rate
         self.fleet = Fleet(config, clients.dynamodb, rng, wake=lambda: self.poller.wake.set())  # fleet-wide limits
         self.gates: dict[str, Gate] = {}
@@ -82,10 +81,13 @@ class Engine:
                                                   if gate in state.fleet_gates)
 
     def build_poller(self, config: Config, states: list[QueueState]) -> Poller:
+        """The poller, which the settler tells of every delivery's end from now on."""
         polling = config.polling
-        return Poller(states, STRATEGIES[polling.strategy], batch_size=polling.batch_size,
-                      poll_for_seconds=polling.poll_for, sleep_seconds=polling.sleep, rng=self.rng,
-                      stopping=self.stopping, admit=self.settler.admit, count=self.registry.count)
+        poller = Poller(states, STRATEGIES[polling.strategy], batch_size=polling.batch_size,
+                        poll_for_seconds=polling.poll_for, sleep_seconds=polling.sleep, rng=self.rng,
+                        stopping=self.stopping, admit=self.settler.admit, count=self.registry.count)
+        self.settler.finish = poller.finish
+        return poller
 
     def build_slots(self, config: Config, poller: Poller) -> Slots:
         return Slots(config, self.parts.targets, self.parts.queue_infos, self.parts.preparer, poller, self.settler,
