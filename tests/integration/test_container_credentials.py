@@ -17,8 +17,9 @@ from gevent import pywsgi
 
 from tests.support.moto import free_port
 from workerless_gevent.aws.child import parse_answer, request_of, resolve
-from workerless_gevent.aws.container import ContainerEndpoint, ContainerResolution
+from workerless_gevent.aws.container import ContainerEndpoint
 from workerless_gevent.aws.environment import resolve_from_environment
+from workerless_gevent.aws.renewal import FetchedResolution
 from workerless_gevent.config.model import AwsConfig
 from workerless_gevent.errors import StartupError
 
@@ -87,7 +88,7 @@ def test_the_daemons_fetch_answers_as_the_child_would(
             monkeypatch.setenv(token_variable, "variable-token")
         childs = parse_answer(json.dumps(resolve(request_of(AwsConfig(), "conf/test.toml", ("sqs", "lambda")))), 0)
         ours = resolve_from_environment(AwsConfig(), dict(os.environ), "conf/test.toml", ("sqs", "lambda"))
-        assert isinstance(ours, ContainerResolution)
+        assert isinstance(ours, FetchedResolution)
         assert ours.result() == childs
         assert len({json.dumps(request, sort_keys=True) for request in endpoint.requests}) == 1  # both asked alike
         assert endpoint.requests[0]["authorization"] == {None: None, "AWS_CONTAINER_AUTHORIZATION_TOKEN": "variable-token",

@@ -139,18 +139,20 @@ def test_a_container_endpoint_alone_is_fetched_where_botocore_would_fetch_it(
         monkeypatch: pytest.MonkeyPatch, no_proxy: None, variables: dict[str, str]) -> None:
     """botocore's chain gets to its ContainerProvider, and the daemon would ask the same URL itself; the rest of
     the answer is the child's (tests/integration/test_container_credentials.py fetches and compares it all)."""
-    from workerless_gevent.aws.container import ContainerResolution
+    from workerless_gevent.aws.container import ContainerEndpoint
+    from workerless_gevent.aws.renewal import FetchedResolution
 
     for name, value in {"AWS_REGION": "eu-west-1", **variables}.items():
         monkeypatch.setenv(name, value)
     url = botocores_container_url()
     assert url is not None
     answer = resolve_from_environment(AwsConfig(), dict(os.environ), "conf/test.toml", ("sqs", "lambda"))
-    assert isinstance(answer, ContainerResolution)
-    assert answer.endpoint.url == url
+    assert isinstance(answer, FetchedResolution)
+    endpoint = answer.fetch.__self__  # type: ignore[attr-defined]
+    assert isinstance(endpoint, ContainerEndpoint) and endpoint.url == url
     session, region, where = open_session(AwsConfig(), os.environ, "conf/test.toml")
     endpoints = {service: service_endpoint(session, service, region, None) for service in ("sqs", "lambda")}
-    assert answer.resolved == Resolved(region=region, where=where, endpoints=endpoints,
+    assert answer.locate() == Resolved(region=region, where=where, endpoints=endpoints,
                                        ca_bundle=trusted_ca_bundle(None, session), credentials=None, expires_at=None)
 
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import time
 import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the wire (gevent, ssl) is imported where used: aws.environment reads container_url before gevent patches
-    from .child import FrozenCredentials, Resolved
+    from .child import FrozenCredentials
 
 RELATIVE_URI = "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"
 FULL_URI = "AWS_CONTAINER_CREDENTIALS_FULL_URI"
@@ -101,7 +100,7 @@ class ContainerEndpoint:
     def request(self) -> bytes:
         """The GET as bytes, with the token as it is now (a file rotated between fetches is read again)."""
         from ..errors import StartupError
-        from ..wire.http import host_header
+        from .metadata_http import encode_request
 
         token, source = self.token, TOKEN
         if self.token_file is not None:
@@ -111,35 +110,22 @@ class ContainerEndpoint:
                     token = handle.read()
             except (OSError, ValueError) as error:
                 raise StartupError(f"{TOKEN_FILE}: cannot read {self.token_file!r}: {error}") from None
-        parts = urllib.parse.urlsplit(self.url)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        lines = [f"GET {target} HTTP/1.1", f"Host: {host_header(parts.hostname or '', parts.port, parts.scheme)}",
-                 "Accept: application/json", "Connection: close"]
+        headers = {"Accept": "application/json"}
         if token is not None:
-            if "\r" in token or "\n" in token:  # botocore refuses it too (a token file ending in a newline)
-                raise StartupError(f"{source}: the token is not a legal header value")
-            lines.append(f"Authorization: {token}")
+            headers["Authorization"] = token
         try:
-            return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        except UnicodeEncodeError:
+            return encode_request("GET", self.url, headers)
+        except ValueError:
             raise StartupError(f"{source}: the token is not a legal header value") from None
 
     def get(self, request: bytes) -> Any:
         """One attempt: the JSON the endpoint answered with 200."""
-        from geventhttpclient._parser import HTTPParseError
+        from .metadata_http import Unanswered, request_once
 
-        from ..wire.http import Connections, tls_context
-
-        parts = urllib.parse.urlsplit(self.url)
-        tls = tls_context(self.ca_bundle) if parts.scheme == "https" else None
-        connections = Connections(parts.hostname or "", parts.port or (443 if tls else 80), limit=1,
-                                  connect_timeout=TIMEOUT_SECONDS, read_timeout=TIMEOUT_SECONDS, tls=tls)
         try:
-            reply = connections.exchange(request, deadline=time.monotonic() + 2 * TIMEOUT_SECONDS)
-        except (OSError, HTTPParseError) as error:  # refused, reset, timed out, TLS: botocore retries these
-            raise NotAnswered(f"{type(error).__name__}: {error}") from None
-        finally:
-            connections.close()
+            reply = request_once(self.url, request, TIMEOUT_SECONDS, self.ca_bundle)
+        except Unanswered as error:  # refused, reset, timed out, TLS: botocore retries these
+            raise NotAnswered(str(error)) from None
         text = reply.body.decode("utf-8", "replace")
         if reply.status != 200:
             raise NotAnswered(f"status {reply.status}: {text[:200]}")
@@ -159,14 +145,3 @@ def credentials_of(document: Any) -> tuple[FrozenCredentials, float | None]:
     frozen = FrozenCredentials(str(document["AccessKeyId"]), str(document["SecretAccessKey"]), str(document["Token"]))
     return frozen, expiry.timestamp()
 
-
-class ContainerResolution:
-    """The environment's answer (region, endpoints, CA bundle) with the credentials still to fetch: `result`
-    fetches them, as the child's resolutions answer, so start-up waits for them in one place."""
-
-    def __init__(self, resolved: Resolved, endpoint: ContainerEndpoint) -> None:
-        self.resolved, self.endpoint = resolved, endpoint
-
-    def result(self) -> Resolved:
-        frozen, expires_at = self.endpoint.fetch()
-        return self.resolved._replace(credentials=frozen, expires_at=expires_at)

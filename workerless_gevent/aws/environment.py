@@ -23,7 +23,7 @@ from .child import FrozenCredentials, Resolved
 
 if TYPE_CHECKING:
     from ..config.model import AwsConfig
-    from .container import ContainerResolution
+    from .renewal import FetchedResolution
 
 # Each of these makes botocore's answer depend on more than the keys: a profile, expiring keys, endpoint
 # variants, other data files. Their presence (even empty) sends the run to the child.
@@ -67,9 +67,9 @@ def credential_source(env: Mapping[str, str]) -> str | None:
 
 
 def resolve_from_environment(aws: AwsConfig, env: Mapping[str, str], origin: str,
-                             services: tuple[str, ...]) -> Resolved | ContainerResolution | None:
+                             services: tuple[str, ...]) -> Resolved | FetchedResolution | None:
     """What the child would answer (its credentials still to fetch from the container endpoint: a
-    ContainerResolution), or None where only botocore's chain can tell (the child then runs). ConfigError for
+    FetchedResolution), or None where only botocore's chain can tell (the child then runs). ConfigError for
     a region botocore would refuse, as the child would raise it."""
     from .region import local_region
 
@@ -96,16 +96,17 @@ def resolve_from_environment(aws: AwsConfig, env: Mapping[str, str], origin: str
     return container_resolution(resolved, env)
 
 
-def container_resolution(resolved: Resolved, env: Mapping[str, str]) -> ContainerResolution | None:
+def container_resolution(resolved: Resolved, env: Mapping[str, str]) -> FetchedResolution | None:
     """The container endpoint the daemon asks itself; None where botocore would ask it through a proxy."""
     from ..config.model import AwsConfig
     from ..wire.sqs import proxy_for
-    from .container import ContainerEndpoint, ContainerResolution, container_url
+    from .container import ContainerEndpoint, container_url
+    from .renewal import FetchedResolution
 
     url = container_url(env)
     if url is None or proxy_for(url) is not None:
         return None
-    return ContainerResolution(resolved, ContainerEndpoint(url, env, ca_bundle(AwsConfig(), {})))
+    return FetchedResolution(lambda: resolved, ContainerEndpoint(url, env, ca_bundle(AwsConfig(), {})).fetch)
 
 
 def partition_endpoint(service: str, region: str, env: Mapping[str, str]) -> str | None:

@@ -1,5 +1,6 @@
 """Temporary credentials for the wire's signers, renewed before they expire: one loop, whatever fetches them
-(a new credentials child, `aws.child.fetch_by_child`, or the container endpoint, `aws.container`).
+(a new credentials child, `aws.child.fetch_by_child`; the container endpoint, `aws.container`; EC2's instance
+metadata service, `aws.instance_metadata`).
 
 A renewal is due 15 minutes before the expiry (botocore's advisory window), then every 30 s while it fails;
 the current credentials stay in use meanwhile.
@@ -12,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .child import FrozenCredentials
+from .child import FrozenCredentials, Resolved
 
 if TYPE_CHECKING:
     import gevent.event
@@ -68,13 +69,26 @@ class RenewingCredentials:
                 stopped.wait(RETRY_SECONDS)
 
 
+class FetchedResolution:
+    """The environment's answer with the credentials still to fetch by the daemon itself (`fetch`, which also
+    renews them) and, from EC2's metadata, maybe the region (`locate`): `result` fetches both, as the child's
+    resolutions answer, so start-up waits for them in one place."""
+
+    def __init__(self, locate: Callable[[], Resolved], fetch: Fetch) -> None:
+        self.locate, self.fetch = locate, fetch
+
+    def result(self) -> Resolved:
+        resolved = self.locate()  # first, as the child resolves the region before the credentials
+        frozen, expires_at = self.fetch()
+        return resolved._replace(credentials=frozen, expires_at=expires_at)
+
+
 def fetch_for(resolution: Any, aws: AwsConfig, origin: str) -> Fetch:
-    """Renew where the credentials came from: the container endpoint the daemon asked, else a new child."""
+    """Renew where the credentials came from: the endpoint the daemon asked, else a new child."""
     import functools
 
     from .child import fetch_by_child
-    from .container import ContainerResolution
 
-    if isinstance(resolution, ContainerResolution):
-        return resolution.endpoint.fetch
+    if isinstance(resolution, FetchedResolution):
+        return resolution.fetch
     return functools.partial(fetch_by_child, aws, origin)
