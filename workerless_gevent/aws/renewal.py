@@ -67,6 +67,11 @@ class RenewingCredentials:
                 logger.warning("AWS credentials not renewed (%s); they expire in %.0f s; trying again in %.0f s",
                                error, left, RETRY_SECONDS)
                 stopped.wait(RETRY_SECONDS)
+                continue
+            if self.next_renewal(time.time()) == 0:
+                # The source handed out keys already inside the window (IMDS does in the last minutes before it
+                # rotates them): asking again at once would only get them again, in a loop.
+                stopped.wait(RETRY_SECONDS)
 
 
 class FetchedResolution:
