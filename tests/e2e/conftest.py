@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support import CountingProxy
-from tests.support.credentials_endpoint import CredentialsEndpoint
+from tests.support.credentials_endpoint import ChildSampler, CredentialsEndpoint
 from workerless_gevent.aws.renewal import RENEW_BEFORE_SECONDS
 
 
@@ -24,3 +24,11 @@ def credentials_endpoint() -> Iterator[CredentialsEndpoint]:
     endpoint.start()
     yield endpoint
     endpoint.stop()
+
+
+@pytest.fixture
+def child_sampler() -> Iterator[ChildSampler]:
+    """Samples the children of the process whose pid the test sets (`child_sampler.pid`) every 5 ms."""
+    sampler = ChildSampler()
+    yield sampler
+    sampler.greenlet.kill()

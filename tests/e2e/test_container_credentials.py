@@ -8,41 +8,14 @@ milliseconds for the whole run."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import gevent
-import pytest
-
 from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
-from tests.support.credentials_endpoint import CredentialsEndpoint, children_of
+from tests.support.credentials_endpoint import ChildSampler, CredentialsEndpoint
 
 KEY_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
-
-
-class ChildSampler:
-    """Reads a process's children every 5 ms in a greenlet of the test process, and keeps any it saw."""
-
-    def __init__(self) -> None:
-        self.pid: int | None = None
-        self.samples = 0
-        self.seen: set[int] = set()
-        self.greenlet = gevent.spawn(self.run)
-
-    def run(self) -> None:
-        while True:
-            if self.pid is not None:
-                self.seen.update(children_of(self.pid))
-                self.samples += 1
-            gevent.sleep(0.005)
-
-
-@pytest.fixture
-def child_sampler() -> Iterator[ChildSampler]:
-    sampler = ChildSampler()
-    yield sampler
-    sampler.greenlet.kill()
 
 
 def start_on_the_endpoint(daemon: Callable[..., Daemon], proxied_env: dict[str, str], endpoint: CredentialsEndpoint,

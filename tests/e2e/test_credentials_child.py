@@ -2,7 +2,8 @@
 temporary credentials are renewed before they expire, by a new child, and the wire signs with the new ones.
 
 The credentials are a container endpoint's, as in test_container_credentials.py, but an AWS config file
-exists (empty: botocore's chain still ends at the container), so the daemon leaves the answer to the child."""
+exists (empty: botocore's chain still ends at the container), so the daemon leaves the answer to the child.
+The same for an EC2 instance profile (test_instance_metadata_credentials.py without the AWS file)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 
 from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
 from tests.support.credentials_endpoint import CredentialsEndpoint
+from tests.support.instance_metadata import InstanceMetadataService
+from workerless_gevent.aws.renewal import RENEW_BEFORE_SECONDS
 
 
 def start_on_container_credentials(daemon: Callable[..., Daemon], proxied_env: dict[str, str],
@@ -70,3 +73,31 @@ def test_a_failing_renewal_keeps_the_current_credentials_and_tries_again(
     tokens = {request.security_token for request in counting_proxy.requests}
     assert tokens == {"token-1"}, tokens
     assert proc.stop(timeout=30) == 0
+
+
+def test_an_instance_profile_beside_an_aws_config_file_is_resolved_and_renewed_by_a_child(
+    daemon: Callable[..., Daemon], proxied_env: dict[str, str], counting_proxy: CountingProxy, http_app: HttpApp,
+    sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    imds = InstanceMetadataService(lifetime=RENEW_BEFORE_SECONDS + 4)  # +00:00: botocore does not extend it
+    imds.offset_expiration = True
+    imds.start()
+    try:
+        queue = make_queue()
+        config_file = tmp_path / "aws-config"
+        config_file.write_text("")
+        dropped = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_EC2_METADATA_DISABLED")
+        env = {key: value for key, value in proxied_env.items() if key not in dropped}
+        env.update(AWS_CONFIG_FILE=str(config_file), AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.url)
+        proc = daemon([f"--queues={queue.name}", f"--http={http_app.url}/work", "--concurrency=2", "--poll-for=1"],
+                      env=env)
+        imds.watched_pid = proc.pid
+        proc.wait_for_output("workerless started", timeout=60)
+        wait_until(lambda: len(imds.fetches()) >= 3, 60, message=lambda: f"fetches: {imds.fetches()}")
+        sqs.send_message(QueueUrl=queue.url, MessageBody="through the child")
+        assert http_app.wait_for_requests(1, timeout=30)[0].body == b"through the child"
+        assert proc.stop(timeout=30) == 0
+    finally:
+        imds.stop()
+    assert proc.output().count("AWS credentials renewed") >= 2
+    assert all(request.children for request in imds.requests), imds.requests  # each asked by a child of the daemon

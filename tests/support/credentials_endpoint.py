@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import gevent
 from gevent import pywsgi
 
 from .moto import free_port
@@ -30,6 +31,23 @@ def children_of(pid: int) -> list[int]:
         except OSError:
             continue
     return found
+
+
+class ChildSampler:
+    """Reads a process's children every 5 ms in a greenlet of the test process, and keeps any it saw."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.samples = 0
+        self.seen: set[int] = set()
+        self.greenlet = gevent.spawn(self.run)
+
+    def run(self) -> None:
+        while True:
+            if self.pid is not None:
+                self.seen.update(children_of(self.pid))
+                self.samples += 1
+            gevent.sleep(0.005)
 
 
 @dataclass

@@ -8,8 +8,8 @@ CloudWatch metrics, no DynamoDB claims, no FIPS or dual-stack endpoint, no proxy
 have run itself: the region chain (`region.resolve_region`), the endpoint (`aws.service_endpoint`),
 the CA bundle and botocore's credential chain ([aws] profile, AWS_PROFILE, the environment, config and
 credentials files, SSO, assume-role, web identity, ECS and EC2 metadata, credential_process). The
-child prints one JSON line and exits. No child runs at all when the environment alone answers
-(aws.environment): static keys, or a container credentials endpoint that the daemon asks itself (aws.container).
+child prints one JSON line and exits. No child runs at all when the environment alone answers (aws.environment):
+static keys, or a container endpoint (aws.container) or EC2's instance metadata (aws.instance_metadata) asked here.
 The daemon starts it first thing (`EarlyResolution`): the child
 imports botocore while the daemon patches gevent and loads its configuration, then gets the request.
 

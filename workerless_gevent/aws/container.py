@@ -4,8 +4,9 @@ Where botocore's chain would end at its ContainerProvider (aws.environment decid
 endpoint as botocore's ContainerMetadataFetcher does, on our own wire: the same URL
 (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI under 169.254.170.2, else AWS_CONTAINER_CREDENTIALS_FULL_URI, only on
 https, a loopback address or an ECS/EKS link-local host), the same Authorization header (the token file, read
-again at each fetch, else the token variable), 2 s per attempt, 3 attempts a second apart, and the same JSON.
-So neither the start nor a renewal needs a child process or botocore's session.
+again at each fetch, else the token variable), 2 s per attempt, 3 attempts a second apart, and the same JSON
+(each attempt one request on a fresh connection: aws.metadata_http). So neither the start nor a renewal needs a
+child process or botocore's session.
 """
 
 from __future__ import annotations

@@ -1,15 +1,19 @@
 """The region, endpoints and credentials when the environment alone says them, without botocore or a child.
 
 With no profile and no AWS config or credentials file, botocore's chain ends at its first step (EnvProvider)
-when static keys are in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and at its ContainerProvider (ECS task
-roles, EKS Pod Identity) when no key variable, no web identity variable and no older credentials file (the EC2
-tools', boto2's) is there and AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI names an endpoint botocore
-accepts. Then what the child would answer is read from the environment, and the container's credentials are
-fetched by the daemon itself (aws.container): so the daemon starts no child, and never holds botocore's session
-(about 30 MB in a second process) beside its own memory, neither at start nor at a renewal. Whatever else (a
-profile, a config file, FIPS, keys that expire, web identity, a proxy, a service other than SQS and Lambda)
-goes to the child, which runs botocore's whole chain. tests/unit/test_environment_resolution.py holds each
-answer to the child's and to botocore's chain.
+when static keys are in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. With no key variable, no web identity
+variable and no older credentials file (the EC2 tools', boto2's) either, it ends at its ContainerProvider (ECS
+task roles, EKS Pod Identity) when AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI names an endpoint botocore
+accepts, and otherwise, with no AWS_CONTAINER_* variable at all, at its last step, the InstanceMetadataProvider
+(an EC2 instance profile), unless AWS_EC2_METADATA_DISABLED=true. Then what the child would answer is read from
+the environment, and the credentials are fetched by the daemon itself (aws.container, aws.instance_metadata;
+on EC2 the region too, where no [aws] region, AWS_REGION or AWS_DEFAULT_REGION names one and no ECS task
+metadata variable is set, as the region chain's last step): so the daemon starts no child, and never holds
+botocore's session (about 30 MB in a second process) beside its own memory, neither at start nor at a renewal.
+Whatever else (a profile, a config file, FIPS, keys that expire, web identity, a proxy, IMDS settings we would
+read differently, a service other than SQS and Lambda) goes to the child, which runs botocore's whole chain.
+tests/unit/test_environment_resolution.py and test_instance_metadata_resolution.py hold each answer to the
+child's and to botocore's chain.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ BEFORE_CONTAINER_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS
                               "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
                               "AWS_CREDENTIAL_FILE", "BOTO_CONFIG")
 BOTO_FILES = ("/etc/boto.cfg", "~/.boto")  # BotoProvider's, without BOTO_CONFIG
+ECS_METADATA_VARIABLES = ("ECS_CONTAINER_METADATA_URI_V4", "ECS_CONTAINER_METADATA_URI")  # aws.region.ecs_region's
 
 
 def environment_suffices(env: Mapping[str, str]) -> bool:
@@ -54,46 +59,64 @@ def environment_suffices(env: Mapping[str, str]) -> bool:
 
 def credential_source(env: Mapping[str, str]) -> str | None:
     """Where botocore's chain ends when no profile and no AWS file exist: "keys" (EnvProvider), "container"
-    (ContainerProvider, nothing before it could answer), or None where only the chain itself can tell."""
+    (ContainerProvider), "instance" (InstanceMetadataProvider, its last step), each with nothing before it able
+    to answer; None where only the chain itself can tell."""
     if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
         return "keys"
-    from .container import TOKEN_FILE, container_url
+    from .container import FULL_URI, RELATIVE_URI, TOKEN_FILE, container_url
+    from .instance_metadata import settings_of
 
     if any(name in env for name in BEFORE_CONTAINER_VARIABLES) or TOKEN_FILE in env and not env[TOKEN_FILE]:
         return None
-    if container_url(env) is None or any(os.path.exists(os.path.expanduser(path)) for path in BOTO_FILES):
+    if any(os.path.exists(os.path.expanduser(path)) for path in BOTO_FILES):
         return None
-    return "container"
+    if RELATIVE_URI in env or FULL_URI in env:  # even empty: botocore's ContainerProvider answers or fails
+        return "container" if container_url(env) is not None else None
+    if any(name.startswith("AWS_CONTAINER_") for name in env) or settings_of(env) is None:
+        return None  # a container variable without its URI; IMDS disabled, or asked where we would not ask
+    return "instance"
 
 
 def resolve_from_environment(aws: AwsConfig, env: Mapping[str, str], origin: str,
                              services: tuple[str, ...]) -> Resolved | FetchedResolution | None:
-    """What the child would answer (its credentials still to fetch from the container endpoint: a
-    FetchedResolution), or None where only botocore's chain can tell (the child then runs). ConfigError for
-    a region botocore would refuse, as the child would raise it."""
+    """What the child would answer (its credentials, and from EC2's metadata maybe its region, still to fetch
+    from the endpoint: a FetchedResolution), or None where only botocore's chain can tell (the child then runs).
+    ConfigError for a region botocore would refuse, as the child would raise it."""
     from .region import local_region
 
     if aws.profile is not None or not environment_suffices(env):
         return None
     if any(service not in SERVICE_VARIABLES for service in services):
         return None
-    located = local_region(aws, env, origin)
-    if located is None:  # the next steps of the chain are ECS and EC2 metadata: the child's
+    source, located = credential_source(env), local_region(aws, env, origin)
+    if located is None:
+        # The region chain's next steps: ECS task metadata (the child's), then EC2's, which we ask with IMDS's keys
+        if source != "instance" or any(name in env for name in ECS_METADATA_VARIABLES):
+            return None
+        if not all(resolved_in(aws, env, services, ("us-east-1", "")).endpoints.values()):
+            return None  # botocore's endpoint data could be overridden (~/.aws/models): the child's to read
+        return instance_resolution(aws, env, services, None)
+    resolved = resolved_in(aws, env, services, located)
+    if not all(resolved.endpoints.values()):
         return None
+    if source == "keys":
+        token = env.get("AWS_SESSION_TOKEN") or env.get("AWS_SECURITY_TOKEN") or None
+        return resolved._replace(credentials=FrozenCredentials(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"],
+                                                               token))
+    if source == "container":
+        return container_resolution(resolved, env)
+    return instance_resolution(aws, env, services, resolved)
+
+
+def resolved_in(aws: AwsConfig, env: Mapping[str, str], services: tuple[str, ...], located: tuple[str, str]) -> Resolved:
+    """The answer in this region, without credentials; an endpoint only botocore can tell is None."""
     region, where = located
     endpoints: dict[str, str | None] = {}
     for service in services:
         url = aws.endpoint_url or env.get(SERVICE_VARIABLES[service]) or env.get("AWS_ENDPOINT_URL")
         endpoints[service] = url or partition_endpoint(service, region, env)
-        if endpoints[service] is None:
-            return None
-    resolved = Resolved(region=region, where=where, endpoints=endpoints, ca_bundle=ca_bundle(aws, env),
-                        credentials=None, expires_at=None)
-    if credential_source(env) == "keys":
-        token = env.get("AWS_SESSION_TOKEN") or env.get("AWS_SECURITY_TOKEN") or None
-        return resolved._replace(credentials=FrozenCredentials(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"],
-                                                               token))
-    return container_resolution(resolved, env)
+    return Resolved(region=region, where=where, endpoints=endpoints, ca_bundle=ca_bundle(aws, env),
+                    credentials=None, expires_at=None)
 
 
 def container_resolution(resolved: Resolved, env: Mapping[str, str]) -> FetchedResolution | None:
@@ -107,6 +130,34 @@ def container_resolution(resolved: Resolved, env: Mapping[str, str]) -> FetchedR
     if url is None or proxy_for(url) is not None:
         return None
     return FetchedResolution(lambda: resolved, ContainerEndpoint(url, env, ca_bundle(AwsConfig(), {})).fetch)
+
+
+def instance_resolution(aws: AwsConfig, env: Mapping[str, str], services: tuple[str, ...],
+                        resolved: Resolved | None) -> FetchedResolution | None:
+    """EC2's metadata service, asked by the daemon itself (for the region too where `resolved` is None, as the
+    region chain's last step); None where botocore would ask it through a proxy."""
+    import random
+
+    from ..errors import ConfigError
+    from ..wire.sqs import proxy_for
+    from .instance_metadata import InstanceMetadata, settings_of
+    from .region import NO_REGION
+    from .renewal import FetchedResolution
+
+    settings = settings_of(env)
+    if settings is None or proxy_for(settings.base_url) is not None:
+        return None
+    metadata = InstanceMetadata(settings, random.Random())
+
+    def locate() -> Resolved:
+        if resolved is not None:
+            return resolved
+        region = metadata.region()
+        if region is None:  # the region chain's own error, as the child raises it
+            raise ConfigError("workerless", "", NO_REGION)
+        return resolved_in(aws, env, services, (region, "EC2 instance metadata"))
+
+    return FetchedResolution(locate, metadata.fetch)
 
 
 def partition_endpoint(service: str, region: str, env: Mapping[str, str]) -> str | None:

@@ -132,8 +132,8 @@ def runs_on_the_wire_alone(config: Config) -> bool:
 def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
                    reload: Callable[[], Config] | None = None) -> int:
     """The daemon with region, endpoint and credentials from the environment alone (`aws.environment`, with a
-    container endpoint's credentials fetched here: `aws.container`) or from `aws.child`, which runs while this
-    process imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
+    container endpoint's or EC2 instance metadata's credentials fetched here: `aws.container`,
+    `aws.instance_metadata`) or from `aws.child`, which runs while this process imports the rest of itself. Where the wire cannot follow botocore (a proxy, FIPS or dual-stack
     endpoints), the daemon resolves in-process as before. ConfigError goes up (exit 2)."""
     from ..aws.child import ChildResolution, Resolved
     from ..aws.environment import resolve_from_environment
