@@ -91,7 +91,7 @@ def test_expiring_instance_profile_keys_are_renewed_from_imds_with_no_child(
     assert proc.output().count("AWS credentials renewed") >= 2
     # each fetch with a token of its own (IMDSv2), never IMDSv1
     assert all(request.token in imds.issued for request in imds.requests if request.method == "GET")
-    assert len(imds.issued) == len(imds.fetches()) >= 3
+    assert len(imds.fetches()) >= 3 and len(imds.issued) >= len(imds.fetches())  # a fetch may be cut by the stop
     assert_never_a_child(imds, child_sampler)
 
 

@@ -73,7 +73,8 @@ def test_the_daemons_fetch_answers_as_the_child_would_with_the_same_requests(
         offset_expiration: bool) -> None:
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    imds.token_status, imds.offset_expiration = token_status, offset_expiration
+    imds.token_status = token_status  # both fetches get the same expiry, far off (not extended)
+    imds.fixed_expiration = "2030-01-02T03:04:05" + ("+00:00" if offset_expiration else "Z")
     childs = childs_answer()
     childs_requests, imds.requests = asked(imds), []
     answer = ours().result()
@@ -81,6 +82,7 @@ def test_the_daemons_fetch_answers_as_the_child_would_with_the_same_requests(
     assert answer.credentials == ("ASIA0000000000000002", "secret", "session-2")  # the next keys IMDS handed out
     assert childs.credentials == ("ASIA0000000000000001", "secret", "session-1")
     assert asked(imds) == childs_requests
+    assert answer.expires_at == 1893553445.0
     assert (answer.region, answer.where) == ((variables.get("AWS_REGION") or variables.get("AWS_DEFAULT_REGION"),
                                               "AWS_REGION" if "AWS_REGION" in variables else "AWS_DEFAULT_REGION")
                                              if variables else ("eu-west-1", "EC2 instance metadata"))

@@ -46,6 +46,7 @@ class InstanceMetadataService:
         self.hang_tokens = False
         self.failing = False
         self.offset_expiration = False
+        self.fixed_expiration: str | None = None  # written as is instead of `lifetime` from now
         self.watched_pid: int | None = None
         self.requests: list[MetadataRequest] = []
         self.issued: list[str] = []  # IMDSv2 tokens, in order
@@ -92,7 +93,8 @@ class InstanceMetadataService:
     def credentials(self) -> bytes:
         self.keys.append(f"session-{len(self.keys) + 1}")
         expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=self.lifetime)
-        expiration = expires.strftime("%Y-%m-%dT%H:%M:%S+00:00" if self.offset_expiration else "%Y-%m-%dT%H:%M:%SZ")
+        expiration = self.fixed_expiration or expires.strftime("%Y-%m-%dT%H:%M:%S+00:00" if self.offset_expiration
+                                                               else "%Y-%m-%dT%H:%M:%SZ")
         return json.dumps({"Code": "Success", "LastUpdated": "2026-01-01T00:00:00Z", "Type": "AWS-HMAC",
                            "AccessKeyId": f"ASIA{len(self.keys):016d}", "SecretAccessKey": "secret",
                            "Token": self.keys[-1], "Expiration": expiration}).encode()

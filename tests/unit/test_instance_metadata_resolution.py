@@ -154,3 +154,17 @@ def test_static_keys_without_a_region_still_go_to_the_child(monkeypatch: pytest.
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKID")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
     assert resolve_from_environment(AwsConfig(), dict(os.environ), "conf/test.toml", ("sqs",)) is None
+
+
+def test_keys_near_their_end_are_extended_as_botocore_extends_them() -> None:
+    """InstanceMetadataFetcher._evaluate_expiration: within 15 min plus a jitter of 2-10 min of the expiry, the
+    expiry becomes now plus that much (to the second); only in IMDS's own form."""
+    import random
+
+    from workerless_gevent.aws.instance_metadata import extended
+
+    now = 1893553445.5  # 2030-01-02T03:04:05.5Z
+    jitter = random.Random(3).randint(120, 600)
+    assert extended("2030-01-02T03:14:05Z", now + 600, now, random.Random(3)) == float(int(now + 900 + jitter))
+    assert extended("2030-01-02T09:04:05Z", now + 6 * 3600, now, random.Random(3)) == now + 6 * 3600
+    assert extended("2030-01-02T03:14:05+00:00", now + 600, now, random.Random(3)) == now + 600
