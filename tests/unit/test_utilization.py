@@ -96,3 +96,24 @@ def test_a_long_idle_gap_after_work_walks_no_more_than_a_window() -> None:
     clock.advance(10 * 24 * 3600)  # ten days busy, read once
     assert utilization.average() == pytest.approx(1.0)
     assert len(utilization.buckets) <= 61
+
+
+def test_reads_between_changes_match_a_brute_force_integral_at_every_moment() -> None:
+    rng = random.Random(22)
+    clock = Clock(0.0)
+    concurrency, window = 5, 3.0
+    utilization = Utilization(concurrency, window, clock)
+    changes: list[tuple[float, int]] = [(0.0, 0)]
+    bucket = window / 60
+    for step in range(3000):
+        clock.advance(rng.expovariate(40) if step % 500 else 2 * window)  # now and then a quiet stretch
+        if rng.random() < 0.7:
+            busy = rng.randint(0, concurrency)
+            utilization.set_busy(busy)
+            changes.append((clock.now, busy))
+            continue
+        since = max(0.0, (int(clock.now // bucket) - 59) * bucket)
+        busy_seconds = sum(busy * max(0.0, min(until, clock.now) - max(at, since))
+                           for (at, busy), (until, _) in zip(changes, [*changes[1:], (clock.now, 0)]))
+        assert utilization.average() == pytest.approx(busy_seconds / (concurrency * (clock.now - since)), abs=1e-9)
+    assert len(utilization.buckets) <= 61

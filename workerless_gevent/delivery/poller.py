@@ -71,7 +71,8 @@ class Poller:
             for index, (state, wait) in enumerate(zip(order, waits)):
                 if wait > 0:
                     continue
-                room = state.room(free_slots)
+                # A queue that may start a delivery has room for at least one: one free slot needs no sum.
+                room = 1 if free_slots == 1 else state.room(free_slots)
                 window_left = state.window_left_seconds() if state.window_seconds else 0.0
                 if window_left > 0:  # lower queues may use the slot while the batch fills
                     retry = self.receiver.fill(state.receiving, state.take_size)
@@ -106,7 +107,8 @@ class Poller:
         """A delivery ended: free its FIFO groups and its place under the caps (an overload shrinks the
         target's limit); return buffered messages of failed groups to release."""
         state = work.state
-        state.in_flight = max(0, state.in_flight - 1)
+        if state.in_flight > 0:
+            state.in_flight -= 1
         for gate in state.fleet_gates:
             gate.finish()
         if state.flow is not None:

@@ -227,9 +227,10 @@ class Connections:
 def post_request(path: str, fixed_headers: str, headers: Mapping[str, str], body: bytes) -> bytes:
     """One POST as bytes: the request line, header lines written once per pool (`fixed_headers`),
     Content-Length, `headers`, and the body."""
-    head = "".join([f"POST {path} HTTP/1.1\r\n", fixed_headers, f"Content-Length: {len(body)}\r\n",
-                    *[f"{name}: {value}\r\n" for name, value in headers.items()], "\r\n"])
-    return head.encode("latin-1") + body
+    head = f"POST {path} HTTP/1.1\r\n{fixed_headers}Content-Length: {len(body)}\r\n"
+    if headers:  # joined in C: a comprehension of f-strings ran a hundred bytecodes per request, %-formatting more C
+        head += "\r\n".join(map(": ".join, headers.items())) + "\r\n"
+    return (head + "\r\n").encode("latin-1") + body
 
 
 def host_header(host: str, port: int | None, scheme: str) -> str:

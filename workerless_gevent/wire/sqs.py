@@ -48,6 +48,8 @@ USER_AGENT = (f"workerless/{__version__} botocore/{botocore.__version__} "
 MESSAGE_KEYS = ("MessageId", "ReceiptHandle", "MD5OfBody", "Body", "Attributes", "MD5OfMessageAttributes",
                 "MessageAttributes")
 ATTRIBUTE_VALUE_KEYS = ("StringValue", "BinaryValue", "StringListValues", "BinaryListValues", "DataType")
+MESSAGE_KEY_SET = frozenset(MESSAGE_KEYS)
+TEXT_VALUE_KEY_SET = frozenset(("StringValue", "StringListValues", "DataType"))  # no binary value to decode
 
 
 
@@ -229,8 +231,12 @@ def parse_or_mark(raw: object) -> object:
 
 
 def parse_message(raw: dict[str, Any]) -> dict[str, Any]:
-    """One message as botocore returns it: model members only, binary attribute values as bytes."""
-    message = {key: raw[key] for key in MESSAGE_KEYS if raw.get(key) is not None}
+    """One message as botocore returns it: model members only, binary attribute values as bytes. SQS's
+    answer has nothing else, nearly always: then the decoded dict is that message (checked in C)."""
+    if raw.keys() <= MESSAGE_KEY_SET and None not in raw.values():
+        message = raw
+    else:
+        message = {key: raw[key] for key in MESSAGE_KEYS if raw.get(key) is not None}
     attributes = message.get("MessageAttributes")
     if attributes:
         message["MessageAttributes"] = {name: parse_attribute_value(value) for name, value in attributes.items()
@@ -239,6 +245,8 @@ def parse_message(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_attribute_value(raw: dict[str, Any]) -> dict[str, Any]:
+    if raw.keys() <= TEXT_VALUE_KEY_SET and None not in raw.values():
+        return raw  # a String or Number attribute as SQS wrote it: nothing to drop or decode
     value = {key: raw[key] for key in ATTRIBUTE_VALUE_KEYS if raw.get(key) is not None}
     if "BinaryValue" in value:
         value["BinaryValue"] = base64.b64decode(value["BinaryValue"])
