@@ -93,18 +93,20 @@ class Registry:
         self.observers: list[Observer] = []  # e.g. the status page's history, for its latency percentiles
 
     def count(self, queue: str, name: str, amount: int = 1) -> None:
-        self.window.counters[(name, queue)] += amount
-        self.totals[(name, queue)] += amount
+        key = (name, queue)
+        self.window.counters[key] += amount
+        self.totals[key] += amount
 
     def observe(self, queue: str, name: str, milliseconds: float) -> None:
         if not math.isfinite(milliseconds):
             return
+        key = (name, queue)
         # Rounded so CloudWatch's Values/Counts (at most 150 distinct values per datum) stay compact.
-        self.window.distributions[(name, queue)][round_significant(milliseconds)] += 1
-        histogram = self.histograms.get((name, queue))
+        self.window.distributions[key][round_significant(milliseconds)] += 1
+        histogram = self.histograms.get(key)
         if histogram is None:
             bounds = BUCKETS_SECONDS.get(name, BUCKETS_SECONDS["DeliveryTime"])
-            histogram = self.histograms[(name, queue)] = Histogram(bounds)
+            histogram = self.histograms[key] = Histogram(bounds)
         histogram.add(milliseconds / 1000)
         for observer in self.observers:
             observer(queue, name, milliseconds)
@@ -187,4 +189,4 @@ class RateSummary:
 def round_significant(value: float, digits: int = 2) -> float:
     if value <= 0:
         return 0.0
-    return round(value, -int(math.floor(math.log10(value))) + digits - 1)
+    return round(value, digits - 1 - math.floor(math.log10(value)))

@@ -67,7 +67,7 @@ class Poller:
             if self.states is not states:  # a reload replaced the queues (it assigns a new list): draw again
                 states = self.states
                 order = self.strategy(states, self.tick, self.rng)
-            waits = [state.wait_seconds() for state in order]
+            waits = list(map(QueueState.wait_seconds, order))
             for index, (state, wait) in enumerate(zip(order, waits)):
                 if wait > 0:
                     continue

@@ -30,7 +30,7 @@ from ..periodic.scheduler import build_scheduler
 from ..supervision import spawn_supervised
 from . import hangup
 from .assembly import Parts, dead_letter_warnings
-from .collector import settle_collector
+from .runtime import settle_runtime
 from .engine import Engine
 from .reload import reload_configuration
 
@@ -112,7 +112,7 @@ class Daemon:
             server = self.status_server
             background.append(spawn_supervised("status server", lambda: server.keep_serving(self.stopped),
                                                self.stopped, self.registry.count, self.rng))
-        settle_collector()
+        settle_runtime()
         self.engine.start()
         while not self.stopping.is_set():
             gevent.wait([self.stopping, self.reload_requested], count=1)
