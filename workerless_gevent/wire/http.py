@@ -124,6 +124,7 @@ class Connections:
             sent = sock.send(request)  # nearly always all of it: sendall's bookkeeping costs more than this
             if sent < len(request):
                 sock.sendall(memoryview(request)[sent:])
+            wait_readable(sock)
             while not parser.done:
                 if self.quick_ack and parser.began:
                     # Part of the answer is in and more is to come: acknowledge it now. A server that writes
@@ -222,6 +223,15 @@ class Connections:
             sock.close()
             raise
         return sock
+
+
+def wait_readable(sock: gevent.socket.socket) -> None:
+    """Wait, in the hub, for the first bytes of an answer just asked for. They are not there yet on a real
+    network, nor nine times in ten from an app on loopback, so reading at once would fail (EWOULDBLOCK: a
+    system call, an exception raised and caught) before gevent waits; gevent's own recv waits this way
+    after such a read. A watchdog's shutdown makes the socket readable, and a close ends the wait as it
+    ends a read's."""
+    sock._wait(sock._read_event)  # gevent's SocketMixin (gevent bounded in pyproject)
 
 
 def post_request(path: str, fixed_headers: str, headers: Mapping[str, str], body: bytes) -> bytes:
