@@ -1,9 +1,10 @@
 """The rules more than one layer follows, written once: AWS's throttle and transient error codes, jittered
-exponential backoff, and SQS's 12-hour limit on a receipt's visibility. Pure, and it imports only the
+exponential backoff, SQS's 12-hour limit on a receipt's visibility, and what counts as a loopback host. Pure, and it imports only the
 standard library, so `wire/` may use it too without knowing anything of the daemon."""
 
 from __future__ import annotations
 
+import ipaddress
 import random
 
 MAX_DOUBLINGS = 20  # past every cap of the daemon's (2^20 x 0.25 s is three days): no float overflow
@@ -38,3 +39,13 @@ def receipt_seconds_left(received_at: float, now: float) -> float:
     """How long a message received at `received_at` (time.time()) may still be kept invisible: SQS rejects
     a visibility change reaching past 12 h from the receive (and with it the whole batch), so a minute short."""
     return RECEIPT_LIMIT_SECONDS - (now - received_at)
+
+
+def is_loopback_host(host: str) -> bool:
+    """localhost, or an IPv4 or IPv6 loopback address (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

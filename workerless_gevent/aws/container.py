@@ -12,11 +12,12 @@ child process or botocore's session.
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import json
 import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from ..rules import is_loopback_host
 
 if TYPE_CHECKING:  # the wire (gevent, ssl) is imported where used: aws.environment reads container_url before gevent patches
     from .child import FrozenCredentials
@@ -52,16 +53,11 @@ def container_url(env: Mapping[str, str]) -> str | None:
         return None
     if not host or parts.username is not None or parts.password is not None:
         return None
-    if parts.scheme == "https" or (parts.scheme == "http" and (host in ALLOWED_HOSTS or is_loopback(host))):
+    if parts.scheme == "https" or (parts.scheme == "http" and (host in ALLOWED_HOSTS or is_loopback_host(host))):
         return url
     return None
 
 
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class ContainerEndpoint:

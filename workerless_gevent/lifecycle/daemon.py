@@ -3,7 +3,6 @@ the delivery side (`engine.py`); stop warm, then cold."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import random
 import signal
@@ -22,6 +21,7 @@ from ..delivery.queue_state import QueueRow
 from ..delivery.slots import MessageRow, Slots
 from ..fleet.membership import FleetRow
 from ..metrics import OVERALL, Registry
+from ..rules import is_loopback_host
 from ..observability.backlog import watch_backlog
 from ..observability.cloudwatch import MetricsFlusher
 from ..observability.snapshot import TargetRow
@@ -246,10 +246,4 @@ def is_authenticated(target: HttpTargetConfig) -> bool:
 
 
 def is_loopback(url: str) -> bool:
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(urllib.parse.urlsplit(url).hostname or "")
