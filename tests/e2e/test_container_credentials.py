@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
-from tests.support.credentials_endpoint import ChildSampler, CredentialsEndpoint
+from tests.support.credentials_endpoint import ChildSampler, CredentialsEndpoint, assert_still_delivers_signed_with
 
 KEY_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 
@@ -99,11 +99,7 @@ def test_a_container_endpoint_failing_at_renewal_keeps_the_current_credentials(
     log = proc.wait_for_output("AWS credentials not renewed", timeout=60)
     assert "no AWS credentials from the container endpoint" in log and "trying again in 30 s" in log, log
     assert len(credentials_endpoint.requests) >= 4  # the start's fetch, then a renewal's 3 attempts
-    sqs.send_message(QueueUrl=queue.url, MessageBody="still signed")
-    assert http_app.wait_for_requests(1, timeout=30)[0].body == b"still signed"
-    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted after a failed renewal")
-    assert proc.stop(timeout=30) == 0
-    assert {request.security_token for request in counting_proxy.requests} == {"token-1"}
+    assert_still_delivers_signed_with(proc, sqs, queue, http_app, counting_proxy, "token-1")
     assert_never_a_child(credentials_endpoint, child_sampler)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
-from tests.support.credentials_endpoint import ChildSampler
+from tests.support.credentials_endpoint import ChildSampler, assert_still_delivers_signed_with
 from tests.support.instance_metadata import ROLE_PATH, ZONE_PATH, InstanceMetadataService
 from tests.support.moto import REGION
 from workerless_gevent.aws.renewal import RENEW_BEFORE_SECONDS
@@ -105,11 +105,7 @@ def test_imds_failing_at_renewal_keeps_the_current_credentials(
     imds.failing = True  # every renewal fails from now on; the first is due 4 s after the start's fetch
     log = proc.wait_for_output("AWS credentials not renewed", timeout=60)
     assert "no AWS credentials from the EC2 instance metadata service" in log and "trying again in 30 s" in log, log
-    sqs.send_message(QueueUrl=queue.url, MessageBody="still signed")
-    assert http_app.wait_for_requests(1, timeout=30)[0].body == b"still signed"
-    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted after a failed renewal")
-    assert proc.stop(timeout=30) == 0
-    assert {request.security_token for request in counting_proxy.requests} == {"session-1"}
+    assert_still_delivers_signed_with(proc, sqs, queue, http_app, counting_proxy, "session-1")
     assert_never_a_child(imds, child_sampler)
 
 

@@ -14,7 +14,12 @@ from typing import Any
 import gevent
 from gevent import pywsgi
 
+from .http_app import HttpApp
 from .moto import free_port
+from .process import Daemon
+from .proxy import CountingProxy
+from .sqs import Queue, count_messages
+from .wait import wait_until
 
 
 def children_of(pid: int) -> list[int]:
@@ -98,3 +103,14 @@ class CredentialsEndpoint:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_port}/v2/credentials"
+
+
+def assert_still_delivers_signed_with(proc: Daemon, sqs: Any, queue: Queue, app: HttpApp, proxy: CountingProxy,
+                                      session_token: str) -> None:
+    """After a renewal failed: a message sent now is delivered and deleted, the daemon stops cleanly, and every
+    SQS request it made was signed with the first keys (their session token)."""
+    sqs.send_message(QueueUrl=queue.url, MessageBody="still signed")
+    assert app.wait_for_requests(1, timeout=30)[0].body == b"still signed"
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted after a failed renewal")
+    assert proc.stop(timeout=30) == 0
+    assert {request.security_token for request in proxy.requests} == {session_token}
