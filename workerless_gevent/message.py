@@ -23,6 +23,8 @@ class Message:
     received_at: float  # time.time() at receive
     visible_until: float  # monotonic deadline of the current visibility timeout
     settled: bool = field(default=False)
+    idempotency_key: str | None = None  # its queue's idempotency_key, read at receive
+    claim: str | None = None  # the token of its `in progress` claim in the idempotency table, while it holds one
 
     @classmethod
     def from_sqs(cls, queue: str, raw: dict[str, Any], received_at: float, visible_until: float) -> Message:

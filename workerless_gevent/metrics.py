@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 
 COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throttled", "EmptyReceives",
             "SqsRequests", "StaleReceipts", "DeleteFailed", "VisibilityFailed", "RateLimited", "Filtered",
-            "NotSnsEnvelope", "BacklogFailed")  # NotSnsEnvelope: bodies of an sns = "unwrap" queue delivered as they were
+            "NotSnsEnvelope", "BacklogFailed",  # NotSnsEnvelope: bodies of an sns = "unwrap" queue delivered as they were
+            # idempotent delivery: copies of a success deleted undelivered, copies left for a claim held elsewhere,
+            # messages without their key (delivered as usual), DynamoDB calls that failed after the wire's retries
+            "Duplicates", "IdempotencyInProgress", "IdempotencyKeyMissing", "IdempotencyStoreErrors")
 OVERALL = ""  # the "queue" of counters that belong to no queue
 OVERALL_COUNTERS = ("InternalErrors",)  # unexpected errors a supervised loop survived
 GAUGES = ("InFlight", "TargetLimit")

@@ -45,6 +45,11 @@ def own_of(message: dict[str, Any]) -> dict[str, Any]:
             for name, value in message.get("MessageAttributes", {}).items()}
 
 
+def identity_of(message_id: str) -> dict[str, Any]:
+    """What redrive adds: the id an `idempotency_key = "message_id"` reads, the same for every copy it sends."""
+    return {"workerless.message_id": {"DataType": "String", "StringValue": message_id}}
+
+
 def everything(sqs: Any, queue: Queue) -> list[dict[str, Any]]:
     return receive_all(sqs, queue.url, MessageSystemAttributeNames=["All"],
                        VisibilityTimeout=120)
@@ -66,14 +71,15 @@ def test_redrive_moves_every_message_back_intact_and_leaves_nothing(
     sqs: Any, make_queue: Callable[..., Queue], aws_env: dict[str, str], tmp_path: Path,
 ) -> None:
     jobs, dlq = make_queue(), make_queue()
-    dead_letter(sqs, dlq, BODIES, jobs.name)
+    ids = dead_letter(sqs, dlq, BODIES, jobs.name)
     done = cli(["redrive", dlq.name], aws_env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"moved 25 of 25 messages from {dlq.name} to {jobs.name}"]
     assert done.stderr.splitlines()[-1] == "moved 25 of 25 messages (100 %)"  # a line per 10 % off a terminal
     moved = everything(sqs, jobs)
     assert sorted(message["Body"] for message in moved) == sorted(BODIES)
-    assert all(own_of(message) == OWN for message in moved)  # own attributes intact, annotations dropped
+    for message in moved:  # own attributes intact, annotations dropped, the dead letter's id carried as its identity
+        assert own_of(message) == {**OWN, **identity_of(ids[message["Body"]])}
     assert count_messages(sqs, dlq.url) == 0
 
 
@@ -127,7 +133,7 @@ def test_a_fifo_queue_keeps_its_groups_and_order_with_the_original_id_as_dedupli
         index = int(message["Body"].split()[1])
         assert message["Attributes"]["MessageGroupId"] == f"group-{index % 3}"
         assert message["Attributes"]["MessageDeduplicationId"] == ids[message["Body"]]
-        assert own_of(message) == OWN
+        assert own_of(message) == {**OWN, **identity_of(ids[message["Body"]])}
     for group in range(3):  # each group in its original order (FIFO hands a group out in order)
         sequence = [int(m["Body"].split()[1]) for m in moved if m["Attributes"]["MessageGroupId"] == f"group-{group}"]
         assert sequence == list(range(group, 12, 3))

@@ -66,7 +66,7 @@ def test_the_names_the_areas_rely_on_exist_in_the_package() -> None:
         assert (PACKAGE_DIR / (module.replace(".", "/") + ".py")).is_file()
     classes = classes_of_the_package()
     wires = {name: found for name, found in classes.items() if name.endswith(profile_summary.WIRE_SUFFIX)}
-    assert set(wires) == {"SqsWire", "LambdaWire"}
+    assert set(wires) == {"JsonWire", "SqsWire", "DynamoDbWire", "LambdaWire"}
     assert all(module.parent.name == "wire" for module, _ in wires.values())
     every_method = set().union(*(methods for _, methods in wires.values()))
     assert profile_summary.WIRE_INNER_METHODS <= every_method

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # botocore's session and clients are imported where built: se
 
     from ..wire.aws_lambda import LambdaWire
 
+IDEMPOTENCY_READ_SECONDS = 5.0  # a claim is on a receive's path: a silent DynamoDB must fail it soon
 COMMAND_ATTEMPTS = 5  # per call of a command: an operator waits, a daemon's loop would retry instead
 
 
@@ -30,6 +31,7 @@ class Clients:
     dynamodb: Any | None = None  # only with a [periodic] claims_table or a [fleet]
     renew_credentials: Callable[[gevent.event.Event], None] | None = None  # a loop, with aws.child's credentials
     s3: Any | None = None  # only when a queue has large_payloads
+    idempotency: Any | None = None  # DynamoDB for idempotent delivery (a wire.dynamodb.DynamoDbWire): a queue has a key
 
 
 def build_clients(config: Config, region: str | None = None, session: botocore.session.Session | None = None) -> Clients:
@@ -84,7 +86,9 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
     s3 = None
     if any(queue.large_payloads for queue in config.queues):
         s3 = session.create_client("s3", region_name=region, config=s3_config(config), **endpoint)
-    return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb, s3=s3)
+    idempotency = build_idempotency(config, region, session, endpoint, ca_bundle) if config.idempotency else None
+    return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb, s3=s3,
+                   idempotency=idempotency)
 
 
 def build_command_client(session: Any, aws: AwsConfig, region: str, service: str) -> Any:
@@ -139,6 +143,28 @@ class BotocoreSqs:
 
     def change_message_visibility_batch(self, *, deadline: float | None = None, **params: Any) -> dict[str, Any]:
         return dict(self.client.change_message_visibility_batch(**params))
+
+
+def build_idempotency(config: Config, region: str, session: botocore.session.Session, endpoint: dict[str, Any],
+                      ca_bundle: str) -> Any:
+    """DynamoDB for the claims of idempotent delivery, one or two calls per ten messages: our wire (a botocore
+    call costs 1-2 ms of CPU), or botocore's client where the wire cannot go."""
+    import botocore.config
+
+    url = service_endpoint(session, "dynamodb", region, config.aws.endpoint_url)
+    if wire_serves(url):
+        assert url is not None
+        return build_dynamodb_wire(config, region, url, session.get_credentials(), ca_bundle)
+    return session.create_client("dynamodb", region_name=region, config=botocore.config.Config(
+        max_pool_connections=config.concurrency + 10, connect_timeout=3, read_timeout=IDEMPOTENCY_READ_SECONDS,
+        retries={"mode": "standard", "total_max_attempts": 3}), **endpoint)
+
+
+def build_dynamodb_wire(config: Config, region: str, url: str, credentials: Any, ca_bundle: str) -> Any:
+    from ..wire.dynamodb import DynamoDbWire  # only with a queue's idempotency_key
+
+    return DynamoDbWire(url, region, credentials, concurrency=config.concurrency + 10,
+                        read_timeout=IDEMPOTENCY_READ_SECONDS, connect_timeout=3, ca_bundle=ca_bundle)
 
 
 def sqs_limits(config: Config) -> tuple[int, float]:

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 # variants, other data files. Their presence (even empty) sends the run to the child.
 CHILD_VARIABLES = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CREDENTIAL_EXPIRATION", "AWS_USE_FIPS_ENDPOINT",
                    "AWS_USE_DUALSTACK_ENDPOINT", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_DATA_PATH")
-SERVICE_VARIABLES = {"sqs": "AWS_ENDPOINT_URL_SQS", "lambda": "AWS_ENDPOINT_URL_LAMBDA"}
+SERVICE_VARIABLES = {"sqs": "AWS_ENDPOINT_URL_SQS", "lambda": "AWS_ENDPOINT_URL_LAMBDA",
+                     "dynamodb": "AWS_ENDPOINT_URL_DYNAMODB"}
 # What botocore's providers before the ContainerProvider read besides the AWS files (EnvProvider, web identity,
 # the EC2 tools' file, boto2's config): any of them present (even empty), and the container is not for us to ask.
 BEFORE_CONTAINER_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",

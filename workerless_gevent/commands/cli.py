@@ -145,7 +145,7 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
         early.ask(config.aws, config.source, services)
     resolution = early or resolve_from_environment(config.aws, env, config.source, services) \
         or ChildResolution(config.aws, config.source, services)
-    from ..aws.clients import Clients, build_lambda_wire, build_sqs_wire
+    from ..aws.clients import Clients, build_dynamodb_wire, build_lambda_wire, build_sqs_wire
     from ..lifecycle.daemon import Daemon  # noqa: F401  (imported while the child works)
 
     try:
@@ -161,10 +161,12 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
                                       fetch_for(resolution, config.aws, config.source))
     signing = credentials if resolved.credentials else None
     region, ca_bundle = resolved.region, resolved.ca_bundle
-    lambda_url = resolved.endpoints.get("lambda")
+    lambda_url, dynamodb_url = resolved.endpoints.get("lambda"), resolved.endpoints.get("dynamodb")
     clients = Clients(sqs=build_sqs_wire(config, region, urls[0] or "", signing, ca_bundle),
                       lambda_=build_lambda_wire(config, region, lambda_url, signing, ca_bundle) if lambda_url else None,
                       cloudwatch=None, region=region,
+                      idempotency=build_dynamodb_wire(config, region, dynamodb_url, signing, ca_bundle)
+                      if dynamodb_url else None,
                       renew_credentials=credentials.run if resolved.expires_at is not None else None)
     return run(config, None, resolved.region, resolved.where, clients, reload)
 

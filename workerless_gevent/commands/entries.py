@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..idempotency.keys import ORIGINAL_ID_ATTRIBUTE
+
 ANNOTATION_PREFIX = "workerless."  # the daemon's dead-letter annotations, dropped on the way back
 SOURCE_ATTRIBUTE = "workerless.source_queue"
 FIFO_SUFFIX = ".fifo"
 DEFAULT_GROUP = "workerless-redrive"  # a FIFO destination for a message that had no group (a standard DLQ)
 VALUE_KEYS = ("DataType", "StringValue", "BinaryValue")
 PREVIEW_CHARACTERS = 60
+MAX_ATTRIBUTES = 10  # SQS's limit per message
 
 
 def source_of(message: dict[str, Any]) -> str | None:
@@ -27,14 +30,22 @@ def own_attributes(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
             if not name.startswith(ANNOTATION_PREFIX)}
 
 
+def identity(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The first copy's message id, which a queue's `idempotency_key = "message_id"` reads: every copy a
+    redrive sends (twice, after a crash between its send and its delete) is the same message to the daemon."""
+    value = message.get("MessageAttributes", {}).get(ORIGINAL_ID_ATTRIBUTE, {}).get("StringValue")
+    return {ORIGINAL_ID_ATTRIBUTE: {"DataType": "String", "StringValue": str(value or message["MessageId"])}}
+
+
 def send_entry(entry_id: str, message: dict[str, Any], destination: str) -> dict[str, Any]:
     """The body byte for byte and the own attributes; for a FIFO destination the original group, and the
     original message id as deduplication id, so a batch sent twice (a crash between send and delete)
     within SQS's five-minute deduplication interval arrives once."""
     entry: dict[str, Any] = {"Id": entry_id, "MessageBody": message["Body"]}
     attributes = own_attributes(message)
-    if attributes:
-        entry["MessageAttributes"] = attributes
+    if len(attributes) < MAX_ATTRIBUTES:
+        attributes.update(identity(message))
+    entry["MessageAttributes"] = attributes
     system = message.get("Attributes", {})
     if system.get("AWSTraceHeader"):
         entry["MessageSystemAttributes"] = {"AWSTraceHeader": {"DataType": "String",

@@ -28,6 +28,11 @@ DEAD_LETTER_ACTIONS = ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttrib
 # periodic.claims.Claims: put/get the slot items; create the table, wait for it, turn on its TTL.
 CLAIMS_ACTIONS = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DescribeTable", "dynamodb:CreateTable",
                   "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"]
+# idempotency.store: claims in one TransactWriteItems (each Put is allowed by PutItem), completions in
+# BatchWriteItem, claims given up (DeleteItem) or extended (UpdateItem); the table made like the claims table.
+IDEMPOTENCY_ACTIONS = ["dynamodb:PutItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
+                       "dynamodb:DescribeTable", "dynamodb:CreateTable", "dynamodb:DescribeTimeToLive",
+                       "dynamodb:UpdateTimeToLive"]
 # fleet.table.LimitItem: read, create and conditionally update a limit's item; the table made like the claims table.
 FLEET_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DescribeTable",
                  "dynamodb:CreateTable", "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"]
@@ -116,6 +121,9 @@ def build_policy(config: Config, region: str, account: str = ANY_ACCOUNT,
     if config.fleet is not None:
         table = f"arn:{partition}:dynamodb:{region}:{account}:table/{config.fleet.table}"
         statements.append(statement("ShareFleetLimits", FLEET_ACTIONS, [table]))
+    if config.idempotency is not None:
+        table = f"arn:{partition}:dynamodb:{region}:{account}:table/{config.idempotency.table}"
+        statements.append(statement("RememberDeliveries", IDEMPOTENCY_ACTIONS, [table]))
     functions = list(dict.fromkeys(function_arn(target, region, account) for target in config.targets.values()
                                    if isinstance(target, LambdaTargetConfig)))
     if functions:

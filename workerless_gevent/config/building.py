@@ -3,6 +3,7 @@ each rule lives here or in `schema.Table`, and each error is one line naming the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import urllib.parse
@@ -12,6 +13,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..filtering import FilterError, Pattern, parse_filters
 from .cron import read_periodic, resolve_file
+from .idempotency import idempotency_of, read_key
 from .fleet import check_no_fleet_keys, fleet_limit_keys, read_fleet
 from .headers import read_headers
 from .model import (LOG_LEVELS, METRICS_NAME, QUEUE_NAME, STRATEGIES, AwsConfig, Config, HttpTargetConfig,
@@ -46,6 +48,7 @@ def build_config(data: dict[str, Any], source: str, origins: Mapping[str, str]) 
         periodic=read_periodic(top.table("periodic")) if top.has("periodic") else None,
         fleet=read_fleet(top.table("fleet")) if top.has("fleet") else None,
     )
+    config = dataclasses.replace(config, idempotency=idempotency_of(config, top))
     status.finish()
     top.finish()
     _check_cross_references(config, top)
@@ -104,6 +107,7 @@ def _queue(table: Table) -> QueueConfig:
         sns=table.string("sns", "raw", ("raw", "unwrap")),  # type: ignore[arg-type]
         large_payloads=table.boolean("large_payloads", False),
         delete_payloads=table.boolean("delete_payloads", False),
+        idempotency_key=read_key(table, name.endswith(".fifo")),
     )
     if queue.delete_payloads and not queue.large_payloads:
         raise table.fail("delete_payloads", "needs large_payloads = true", True)

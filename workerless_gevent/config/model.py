@@ -11,6 +11,7 @@ from typing import Literal
 from ..filtering import Pattern
 from .cron import PeriodicConfig
 from .fleet import FleetConfig
+from .idempotency import IdempotencyConfig
 
 STRATEGIES = ("priority", "weighted", "random", "round-robin")
 QUEUE_NAME = re.compile(r"(?=.{1,80}\Z)[A-Za-z0-9_-]+(\.fifo)?\Z")
@@ -44,6 +45,7 @@ class QueueConfig:
     sns: Literal["raw", "unwrap"] = "raw"  # "unwrap": deliver an SNS envelope's Message and attributes
     large_payloads: bool = False  # fetch the extended clients' S3 payload before delivery
     delete_payloads: bool = False  # and delete the object after a successful delivery
+    idempotency_key: str | None = None  # where the key of idempotent delivery is ([idempotency])
 
     @property
     def is_fifo(self) -> bool:
@@ -117,9 +119,11 @@ class Config:
     aws: AwsConfig = field(default_factory=AwsConfig)
     periodic: PeriodicConfig | None = None
     fleet: FleetConfig | None = None  # fleet-wide limits, shared through a DynamoDB table
+    idempotency: IdempotencyConfig | None = None  # set when [idempotency] is written or a queue has a key
 
 
 def wire_services(config: Config) -> tuple[str, ...]:
-    """The services the daemon calls on its own wire: SQS, and Lambda with a Lambda target."""
+    """The services the daemon calls on its own wire: SQS, Lambda with a Lambda target, DynamoDB with a queue's
+    idempotency_key."""
     has_lambda = any(isinstance(target, LambdaTargetConfig) for target in config.targets.values())
-    return ("sqs", "lambda") if has_lambda else ("sqs",)
+    return ("sqs", *(("lambda",) if has_lambda else ()), *(("dynamodb",) if config.idempotency else ()))

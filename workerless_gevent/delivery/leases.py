@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import gevent
 import gevent.event
@@ -20,8 +21,10 @@ TICK_SECONDS = 0.5
 class Leases:
     """Every message between receive and settlement, with the time after which it is let go."""
 
-    def __init__(self, queues: dict[str, SqsQueue]) -> None:
+    def __init__(self, queues: dict[str, SqsQueue], extend_claims: Callable[[list[Message]], None] | None = None
+                 ) -> None:
         self.queues = queues
+        self.extend_claims = extend_claims  # idempotency claims follow their messages' visibility
         self.messages: dict[Message, float] = {}  # message -> monotonic time to stop extending
 
     def hold(self, message: Message) -> None:
@@ -45,6 +48,7 @@ class Leases:
         """Extend the visibility of each held message whose deadline is near; returns how many."""
         now = time.monotonic()
         extended = 0
+        claimed: list[Message] = []
         for message, stop_at in list(self.messages.items()):
             queue = self.queues[message.queue]
             visibility = queue.config.visibility_timeout
@@ -55,6 +59,10 @@ class Leases:
             queue.change_visibility(message, seconds, is_heartbeat=True)  # retried until the current visibility ends
             message.visible_until = now + seconds
             extended += 1
+            if message.claim is not None:
+                claimed.append(message)
+        if claimed and self.extend_claims is not None:
+            self.extend_claims(claimed)
         return extended
 
     def run(self, stopped: gevent.event.Event) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import AWS_ERRORS, describe_error
 from ..filtering import matches_any
+from ..idempotency.guard import Idempotency
 from ..logs import fields
 from ..message import Message
 from ..metrics import Registry
@@ -46,8 +47,10 @@ def finish_nothing(work: Work, failed_groups: set[str], overloaded: bool) -> lis
 
 class Settler:
     def __init__(self, queues: dict[str, SqsQueue], dead_letter_queues: dict[str, SqsQueue],
-                 registry: Registry, leases: Leases, finish: Finish = finish_nothing) -> None:
+                 registry: Registry, leases: Leases, finish: Finish = finish_nothing,
+                 idempotency: Idempotency | None = None) -> None:
         self.queues = queues
+        self.idempotency = idempotency  # claims around the deliveries of queues with an idempotency_key
         self.dead_letter_queues = dead_letter_queues
         self.registry = registry
         self.leases = leases
@@ -80,9 +83,33 @@ class Settler:
                 self.registry.count(queue.name, "Filtered")
                 self.delete(queue, message)
                 continue
-            self.leases.hold(message)
             admitted.append(message)
+        if self.idempotency is not None and self.idempotency.has_key(queue.name) and admitted:
+            admitted = self.sort_out(queue, admitted, self.idempotency)
+        for message in admitted:
+            self.leases.hold(message)
         return admitted
+
+    def sort_out(self, queue: SqsQueue, messages: list[Message], idempotency: Idempotency) -> list[Message]:
+        """Keyed messages: those whose claim is ours are delivered, copies of a success deleted, copies of a
+        key held elsewhere (or everything while the table fails, holding) hidden until they may be claimed."""
+        admission = idempotency.admit(queue.name, messages)
+        if admission.missing:
+            self.registry.count(queue.name, "IdempotencyKeyMissing", admission.missing)
+        for message in admission.duplicates:
+            self.registry.count(queue.name, "Duplicates")
+            logger.info("queue=%s message=%s key=%s already delivered: deleted as a duplicate", queue.name,
+                        message.message_id, message.idempotency_key,
+                        extra=fields(queue=queue.name, message_id=message.message_id, outcome="duplicate"))
+            self.delete(queue, message)
+        if admission.later and not idempotency.health.is_holding:
+            self.registry.count(queue.name, "IdempotencyInProgress", len(admission.later))
+        for message, seconds in admission.later:
+            logger.info("queue=%s message=%s key=%s is claimed elsewhere: visible again in %ds", queue.name,
+                         message.message_id, message.idempotency_key, seconds,
+                         extra=fields(queue=queue.name, message_id=message.message_id))
+            self.change_visibility(queue, message, seconds)
+        return admission.deliver
 
     def start(self, work: Work, seconds: float) -> None:
         """A delivery starts: its messages are kept invisible only until it must have ended."""
@@ -129,7 +156,11 @@ class Settler:
         self.leases.release(message)
         if outcome.result is Result.SUCCESS:  # most of them: nothing to decide
             self.registry.count(queue.name, "Succeeded")
-            self.delete(queue, message)
+            if message.claim is not None and self.idempotency is not None:
+                message.settled = True  # `completed` first, then the delete
+                self.idempotency.complete(message, lambda: queue.delete(message))
+            else:
+                self.delete(queue, message)
             return
         action, seconds = self.decide(queue, message, outcome, target)
         if action == "dead-letter" and not self.dead_letter(queue, message, outcome):
@@ -141,11 +172,15 @@ class Settler:
 
     def delete(self, queue: SqsQueue, message: Message) -> None:
         """The message's last action: from here its heartbeat stops."""
+        if message.claim is not None and self.idempotency is not None:  # dead-lettered: a redriven copy may claim
+            self.idempotency.give_up([message])
         message.settled = True
         queue.delete(message)
 
     def change_visibility(self, queue: SqsQueue, message: Message, seconds: int) -> None:
         """The message's last action (a retry later, or a release now): from here its heartbeat stops."""
+        if message.claim is not None and self.idempotency is not None:  # its next receive may claim it at once
+            self.idempotency.give_up([message])
         message.settled = True
         queue.change_visibility(message, seconds)
 
@@ -184,6 +219,8 @@ class Settler:
 
     def release(self, messages: list[Message]) -> None:
         """Received but never started (stopping, or behind a failed FIFO message): visible again now."""
+        if self.idempotency is not None:
+            self.idempotency.give_up(messages)  # their claims at once, not one by one
         for message in messages:
             self.leases.release(message)
             self.change_visibility(self.queues[message.queue], message, 0)

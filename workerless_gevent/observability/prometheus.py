@@ -32,6 +32,10 @@ COUNTER_HELP = {
     "VisibilityFailed": "Visibility changes (heartbeats, retries, releases) given up after retries.",
     "NotSnsEnvelope": "Bodies of an sns = \"unwrap\" queue that were not SNS envelopes, delivered as they were.",
     "BacklogFailed": "GetQueueAttributes calls for the Backlog gauge that failed (the gauge is left out meanwhile).",
+    "Duplicates": "Copies of a message whose key already succeeded (idempotency_key), deleted undelivered.",
+    "IdempotencyInProgress": "Copies whose key another delivery holds; visible again when that claim ends.",
+    "IdempotencyKeyMissing": "Messages of a queue with an idempotency_key that had no key; delivered as usual.",
+    "IdempotencyStoreErrors": "DynamoDB calls of idempotent delivery that failed after retries.",
     "InternalErrors": "Unexpected errors that a supervised loop survived (logged with a traceback).",
 }
 QUEUE_GAUGES = (

@@ -25,6 +25,7 @@ PATH_ATTRIBUTE = "beanstalk.sqsd.path"
 TASK_ATTRIBUTE = "beanstalk.sqsd.task_name"
 SCHEDULED_ATTRIBUTE = "beanstalk.sqsd.scheduled_time"
 SPECIAL_ATTRIBUTES = frozenset((PATH_ATTRIBUTE, TASK_ATTRIBUTE, SCHEDULED_ATTRIBUTE))
+KEY_HEADER = "X-Workerless-Idempotency-Key"  # with an idempotency_key: the key claimed for this delivery
 
 
 class HttpTarget:
@@ -113,7 +114,17 @@ def build_headers(queue_name: str, message: Message, content_type: str) -> dict[
         put_attribute_headers(headers, message)
     if "AWSTraceHeader" in message.attributes or "traceparent" in message.message_attributes:
         headers.update(trace_headers(message))
+    if message.idempotency_key is not None:
+        put_key_header(headers, message.idempotency_key)
     return headers
+
+
+def put_key_header(headers: dict[str, str], key: str) -> None:
+    """The idempotency key the daemon claimed the delivery under, for an app that keeps its own records."""
+    encoded: list[str] = []
+    put_value(headers, KEY_HEADER, key, encoded)
+    if encoded:
+        headers[ENCODED_HEADER] = ", ".join(filter(None, (headers.get(ENCODED_HEADER), *encoded)))
 
 
 def put_attribute_headers(headers: dict[str, str], message: Message) -> None:

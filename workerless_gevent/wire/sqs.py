@@ -1,4 +1,4 @@
-"""The daemon's SQS calls without botocore's client: AWS JSON 1.0 over `wire.http` (`json_api.JsonApi`).
+"""The daemon's SQS calls without botocore's client: AWS JSON 1.0 over `wire.http` (`json_wire.JsonWire`).
 
 ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch are nearly all of the daemon's
 SQS traffic. The start-up calls (GetQueueUrl, GetQueueAttributes) and the rare SendMessage (dead letters,
@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from .json_api import USER_AGENT, JsonApi
+from .json_wire import USER_AGENT, JsonWire
 
 __all__ = ["USER_AGENT", "SqsWire", "proxy_for"]
 
@@ -27,7 +27,7 @@ MESSAGE_KEY_SET = frozenset(MESSAGE_KEYS)
 TEXT_VALUE_KEY_SET = frozenset(("StringValue", "StringListValues", "DataType"))  # no binary value to decode
 
 
-class SqsWire(JsonApi):
+class SqsWire(JsonWire):
     """SQS's calls, as the boto3 client takes and answers them."""
 
     service = "SQS"

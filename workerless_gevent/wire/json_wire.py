@@ -1,7 +1,7 @@
 """AWS JSON 1.0 calls without botocore's client, over `wire.http`: the protocol SQS and DynamoDB share.
 
 A botocore client call costs 1-2 ms of CPU (parameter validation, event hooks, model-driven serializing and
-parsing). `JsonApi` builds the JSON body itself, signs it with `sigv4.Signer` (botocore's signature, with the
+parsing). `JsonWire` builds the JSON body itself, signs it with `sigv4.Signer` (botocore's signature, with the
 session's refreshable credentials), sends it on one `wire.http.Connections` pool to the endpoint, and parses
 the answer with `json.loads`. Errors keep botocore's types so callers need not know which path ran: an error
 answer raises `ClientError` (the client's modeled subclass when known) with a botocore-shaped response, the
@@ -35,7 +35,7 @@ USER_AGENT = (f"workerless/{__version__} botocore/{botocore.__version__} "
               f"python/{sys.version_info.major}.{sys.version_info.minor}")
 
 
-class JsonApi:
+class JsonWire:
     """One HTTP pool to one service's endpoint, shared by every greenlet; build it before spawning any."""
 
     service = ""  # the name in errors

@@ -1,0 +1,136 @@
+"""Successes on their way to `completed`: written 25 to a BatchWriteItem, and only then deleted from SQS, so
+that a copy received meanwhile finds its key claimed and a copy received later finds it completed."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gevent
+import gevent.event
+import gevent.pool
+
+from ..errors import AWS_ERRORS, describe_error
+from ..logs import fields
+from ..message import Message
+from ..metrics import OVERALL
+from ..rules import backoff_seconds
+from ..supervision import log_unexpected
+from .health import StoreHealth
+from .store import Claim, IdempotencyStore
+
+logger = logging.getLogger(__name__)
+
+BATCH = 25  # BatchWriteItem's limit
+FILL_SECONDS = 0.02  # a success waits this long for others to share its write: its message stays hidden meanwhile
+MAX_IN_FLIGHT = 4
+RETRY_CAP_SECONDS = 5.0
+DEADLINE_MARGIN_SECONDS = 1.0  # the delete must still reach SQS before the message is visible again
+
+Count = Callable[[str, str, int], None]
+
+
+@dataclass(eq=False)
+class Success:
+    message: Message
+    claim: Claim
+    delete: Callable[[], None]
+    attempts: int = 0
+    not_before: float = 0.0  # time.monotonic()
+
+
+class Completions:
+    def __init__(self, store: IdempotencyStore, health: StoreHealth, expires_after: int, count: Count,
+                 rng: random.Random) -> None:
+        self.store = store
+        self.health = health
+        self.expires_after = expires_after
+        self.count = count
+        self.rng = rng
+        self.pending: list[Success] = []
+        self.has_new = gevent.event.Event()
+        self.senders = gevent.pool.Pool(MAX_IN_FLIGHT)
+        self.flusher: gevent.Greenlet | None = None
+
+    def add(self, message: Message, claim: Claim, delete: Callable[[], None]) -> None:
+        self.pending.append(Success(message, claim, delete))
+        if len(self.pending) >= BATCH:
+            self.has_new.set()
+        if self.flusher is None:
+            self.flusher = gevent.spawn(self._flush)
+
+    def left(self) -> int:
+        return len(self.pending) + len(self.senders)
+
+    def drain(self, timeout_seconds: float) -> None:
+        """At stop: write what is pending now; what is still unwritten at the end is deleted all the same."""
+        deadline = time.monotonic() + timeout_seconds
+        while self.left() and time.monotonic() < deadline:
+            self.has_new.set()
+            gevent.sleep(0.05)
+        for success in self.pending:
+            self._give_up(success, "the stop's time for it ran out")
+        self.pending = []
+
+    def _flush(self) -> None:
+        try:
+            while self.pending:
+                now = time.monotonic()
+                due = [success for success in self.pending if success.not_before <= now]
+                if len(due) < BATCH:
+                    self.has_new.clear()
+                    wake = min((s.not_before for s in self.pending if s.not_before > now), default=now + FILL_SECONDS)
+                    self.has_new.wait(max(0.0, min(wake, now + FILL_SECONDS) - now))
+                    due = [success for success in self.pending if success.not_before <= time.monotonic()]
+                chunk = due[:BATCH]
+                if not chunk:
+                    continue
+                taken = set(map(id, chunk))
+                self.pending = [success for success in self.pending if id(success) not in taken]
+                self.senders.spawn(self._send, chunk)
+        finally:
+            self.flusher = None
+
+    def _send(self, chunk: list[Success]) -> None:
+        try:
+            written = self.store.complete_all([success.claim for success in chunk],
+                                              int(time.time()) + self.expires_after)
+        except AWS_ERRORS as error:
+            self.count(chunk[0].message.queue, "IdempotencyStoreErrors", 1)
+            self.health.failed(describe_error(error))
+            self._again(chunk, describe_error(error))
+            return
+        except Exception as error:  # a bug must not leave these messages undeleted
+            self.count(OVERALL, "InternalErrors", 1)
+            log_unexpected(logger, "idempotency completions", error)
+            self._again(chunk, f"{type(error).__name__}: {error}")
+            return
+        self.health.answered()
+        for success in chunk:
+            if success.claim.slot in written:
+                success.delete()
+        self._again([success for success in chunk if success.claim.slot not in written], "left unprocessed")
+
+    def _again(self, successes: list[Success], reason: str) -> None:
+        now = time.monotonic()
+        for success in successes:
+            success.attempts += 1
+            success.not_before = now + backoff_seconds(success.attempts + 1, self.rng, RETRY_CAP_SECONDS, 0.05)
+            if success.not_before >= success.message.visible_until - DEADLINE_MARGIN_SECONDS:
+                self._give_up(success, reason)
+            else:
+                self.pending.append(success)
+        if self.pending and self.flusher is None:
+            self.flusher = gevent.spawn(self._flush)
+
+    def _give_up(self, success: Success, reason: str) -> None:
+        """The app has the message: delete it all the same, so at least this copy is not delivered again."""
+        message = success.message
+        logger.warning("queue=%s message=%s key=%s delivered, but its success could not be written to the "
+                       "idempotency table (%s): deleted all the same; a copy received later may be delivered "
+                       "again", message.queue, message.message_id, message.idempotency_key, reason,
+                       extra=fields(queue=message.queue, message_id=message.message_id))
+        success.delete()

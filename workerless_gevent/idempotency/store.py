@@ -1,0 +1,143 @@
+"""Idempotency items in DynamoDB: one per key (`slot`, like the claims and fleet tables), `in progress` while a
+delivery holds it and `completed` once it succeeded, each with `expires_at` (epoch seconds: the TTL attribute,
+and the claim's deadline or the end of the memory of a success). Every write is conditional or batched: a
+receive's claims are one TransactWriteItems, completions go out 25 to a BatchWriteItem."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import botocore.exceptions
+
+from ..errors import error_code
+
+KEY = "slot"
+EXPIRES = "expires_at"
+IN_PROGRESS = "in_progress"
+COMPLETED = "completed"
+CLAIM_ROUNDS = 3  # a cancelled transaction is sent again without the items that failed their condition
+CONFLICT_WAIT_SECONDS = 2.0  # another transaction held the item as ours was made: look again this soon
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    slot: str
+    token: str
+    deadline: int  # epoch seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A claim's answer: `claimed`; `completed` (a success is remembered); `busy` (held elsewhere, for
+    `seconds` more)."""
+    kind: str
+    seconds: float = 0.0
+
+
+CLAIMED = Verdict("claimed")
+
+
+class IdempotencyStore:
+    def __init__(self, dynamodb: Any, table: str) -> None:
+        self.dynamodb = dynamodb  # a wire.dynamodb.DynamoDbWire (or a botocore client: the same calls)
+        self.table = table
+
+    def claim_all(self, claims: list[Claim]) -> list[Verdict]:
+        """Claim each key `in progress` until its deadline where no live item holds it; raises the wire's
+        errors when DynamoDB fails. At most 100 claims (one transaction); their slots must differ."""
+        verdicts: list[Verdict | None] = [None] * len(claims)
+        pending = list(range(len(claims)))
+        for _ in range(CLAIM_ROUNDS):
+            if not pending:
+                break
+            now = int(time.time())
+            try:
+                self.dynamodb.transact_write_items(TransactItems=[self.claim_item(claims[i], now) for i in pending])
+            except botocore.exceptions.ClientError as error:
+                if error_code(error) != "TransactionCanceledException":
+                    raise
+                pending = self.judge_cancelled(pending, error.response.get("CancellationReasons"), verdicts, now)
+                continue
+            for index in pending:
+                verdicts[index] = CLAIMED
+            pending = []
+        return [verdict or Verdict("busy", CONFLICT_WAIT_SECONDS) for verdict in verdicts]
+
+    @staticmethod
+    def judge_cancelled(pending: list[int], reasons: object, verdicts: list[Verdict | None], now: int) -> list[int]:
+        """The claims to send again: those that failed nothing (cancelled with the rest) and those that met
+        another transaction; a failed condition gives its verdict from the item that failed it."""
+        if not isinstance(reasons, list) or len(reasons) != len(pending):
+            raise botocore.exceptions.HTTPClientError(error=f"TransactWriteItems cancelled without a reason per "
+                                                             f"item: {reasons!r:.200}")
+        again = []
+        for index, reason in zip(pending, reasons):
+            item = reason.get("Item") if isinstance(reason, dict) else None
+            if isinstance(reason, dict) and reason.get("Code") == "ConditionalCheckFailed" and isinstance(item, dict):
+                verdicts[index] = verdict_of(item, now)
+            else:
+                again.append(index)
+        return again
+
+    def claim_item(self, claim: Claim, now: int) -> dict[str, Any]:
+        item = {KEY: {"S": claim.slot}, "state": {"S": IN_PROGRESS}, "owner": {"S": claim.token},
+                EXPIRES: {"N": str(claim.deadline)}}
+        return {"Put": {"TableName": self.table, "Item": item,
+                        "ConditionExpression": "attribute_not_exists(#key) OR #expires < :now",
+                        "ExpressionAttributeNames": {"#key": KEY, "#expires": EXPIRES},
+                        "ExpressionAttributeValues": {":now": {"N": str(now)}},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
+
+    def complete_all(self, claims: list[Claim], expires_at: int) -> set[str]:
+        """Mark these keys `completed` until `expires_at`; the slots written (DynamoDB may leave some
+        unprocessed under load: the caller sends those again). At most 25 claims."""
+        unique = {claim.slot: claim for claim in claims}
+        requests = [{"PutRequest": {"Item": {KEY: {"S": claim.slot}, "state": {"S": COMPLETED},
+                                             "owner": {"S": claim.token}, EXPIRES: {"N": str(expires_at)}}}}
+                    for claim in unique.values()]
+        answer = self.dynamodb.batch_write_item(RequestItems={self.table: requests})
+        left = answer.get("UnprocessedItems", {}).get(self.table, [])
+        unprocessed = {str(request.get("PutRequest", {}).get("Item", {}).get(KEY, {}).get("S")) for request in left}
+        return set(unique) - unprocessed
+
+    def remove(self, claim: Claim) -> None:
+        """Give a claim up (the delivery failed or never started), unless another holds the key by now."""
+        try:
+            self.dynamodb.delete_item(TableName=self.table, Key={KEY: {"S": claim.slot}},
+                                      ConditionExpression="#owner = :token AND #state = :state",
+                                      ExpressionAttributeNames={"#owner": "owner", "#state": "state"},
+                                      ExpressionAttributeValues={":token": {"S": claim.token},
+                                                                 ":state": {"S": IN_PROGRESS}})
+        except botocore.exceptions.ClientError as error:
+            if error_code(error) != "ConditionalCheckFailedException":
+                raise
+
+    def extend(self, claim: Claim) -> bool:
+        """Move a claim's deadline (the heartbeat kept its message hidden longer); False if it is not ours."""
+        try:
+            self.dynamodb.update_item(TableName=self.table, Key={KEY: {"S": claim.slot}},
+                                      UpdateExpression="SET #expires = :deadline",
+                                      ConditionExpression="#owner = :token AND #state = :state",
+                                      ExpressionAttributeNames={"#owner": "owner", "#state": "state",
+                                                                "#expires": EXPIRES},
+                                      ExpressionAttributeValues={":token": {"S": claim.token},
+                                                                 ":state": {"S": IN_PROGRESS},
+                                                                 ":deadline": {"N": str(claim.deadline)}})
+        except botocore.exceptions.ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+
+def verdict_of(item: dict[str, Any], now: int) -> Verdict:
+    """What a live item that failed our claim's condition says."""
+    if item.get("state", {}).get("S") == COMPLETED:
+        return Verdict("completed")
+    try:
+        expires = int(item.get(EXPIRES, {}).get("N", "0"))
+    except ValueError:
+        expires = 0
+    return Verdict("busy", max(1.0, expires - now))
