@@ -320,4 +320,24 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
      """(got "{\\"body\\": {\\"n\\": [{\\"numeric\\": [\\"~\\", 1]}]}}")"""),
     ("filter-too-many", config_text(queue="filter = ['{}', '{}', '{}', '{}', '{}', '{}']\n"),
      "{path}: queues[0].filter: must be a JSON pattern string or a list of 1 to 5 of them (got a list)"),
+    ("idempotency-key-unknown-form", config_text(queue='idempotency_key = "order_id"\n'),
+     '{path}: queues[0].idempotency_key: must be "message_id", "dedup_id", "attribute:NAME" or "body:PATH" '
+     '(a dotted JSON path, e.g. body:order.id) (got "order_id")'),
+    ("idempotency-key-empty-path", config_text(queue='idempotency_key = "body:order..id"\n'),
+     '{path}: queues[0].idempotency_key: must be "message_id", "dedup_id", "attribute:NAME" or "body:PATH" '
+     '(a dotted JSON path, e.g. body:order.id) (got "body:order..id")'),
+    ("idempotency-key-bad-attribute", config_text(queue='idempotency_key = "attribute:"\n'),
+     '{path}: queues[0].idempotency_key: must be "message_id", "dedup_id", "attribute:NAME" or "body:PATH" '
+     '(a dotted JSON path, e.g. body:order.id) (got "attribute:")'),
+    ("idempotency-dedup-id-on-standard-queue", config_text(queue='idempotency_key = "dedup_id"\n'),
+     '{path}: queues[0].idempotency_key: dedup_id needs a FIFO queue (a name ending in .fifo) (got "dedup_id")'),
+    ("idempotency-store-failure-unknown", config_text(queue='idempotency_key = "message_id"\n',
+                                                      tables='[idempotency]\non_store_failure = "skip"\n'),
+     '{path}: idempotency.on_store_failure: must be one of hold, deliver (got "skip")'),
+    ("idempotency-expires-too-short", config_text(tables='[idempotency]\nexpires_after = 10\n'),
+     "{path}: idempotency.expires_after: must be an integer from 60 to 31536000 (got 10)"),
+    ("idempotency-bad-table-name", config_text(tables='[idempotency]\ntable = "a b"\n'),
+     '{path}: idempotency.table: must be 3-255 letters, digits, _ - or . (a DynamoDB table name) (got "a b")'),
+    ("idempotency-unknown-key", config_text(tables='[idempotency]\nexpire_after = 600\n'),
+     "{path}: idempotency.expire_after: unknown key"),
 ]
