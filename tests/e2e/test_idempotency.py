@@ -257,3 +257,26 @@ def test_idle_time_makes_no_dynamodb_request_per_message_on_queues_without_a_key
     writes = sum(counting_proxy.count(action) for action in DYNAMODB_WRITES)
     assert 0 < writes <= 2 * 30, counting_proxy.actions()
     print(f"DynamoDB writes for 30 keyed messages: {writes} ({counting_proxy.actions()})")
+
+
+def test_a_lambda_batch_leaves_out_the_copies_of_completed_keys(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], moto_server: MotoServer, moto_lambda_function: str,
+    sqs: Any, make_queue: Callable[..., Queue], table: str, tmp_path: Path,
+) -> None:
+    queue = make_queue()
+    path = build_config_file(tmp_path, concurrency=2, queues=[{"name": queue.name, "idempotency_key": "body:order.id"}],
+                             targets={"default": {"type": "lambda", "function": moto_lambda_function}},
+                             tables={"idempotency": {"table": table}})
+    proc = daemon(["-c", str(path)], env=aws_env)
+    send_batch(sqs, queue.url, [order("L-1"), order("L-2"), order("L-3")])
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 60)
+    wait_until(lambda: states(moto_server, table) == ["completed"] * 3, 30,
+               message=lambda: f"items: {items(moto_server, table)}")
+    first = len(moto_server.lambda_invocations(moto_lambda_function))
+    send_batch(sqs, queue.url, [order("L-1", "copy"), order("L-2", "copy"), order("L-4")])
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 60)
+    assert proc.stop(timeout=30) == 0
+    later = moto_server.lambda_invocations(moto_lambda_function)[first:]
+    bodies = [json.loads(record["body"]) for invocation in later for record in json.loads(invocation.raw)["Records"]]
+    assert [body["order"]["id"] for body in bodies] == ["L-4"]
+    assert proc.output().count("already delivered: deleted as a duplicate") == 2
