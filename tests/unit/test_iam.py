@@ -74,3 +74,18 @@ def test_a_fleet_adds_its_tables_conditional_writes_and_nothing_else_of_dynamodb
     assert fleet["Resource"] == ["arn:aws:dynamodb:eu-west-1:111122223333:table/workerless-fleet"]
     assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"} <= set(fleet["Action"])
     assert not {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:Query"} & set(fleet["Action"])
+
+
+def test_idempotent_delivery_adds_its_tables_writes() -> None:
+    from workerless_gevent.config.idempotency import IdempotencyConfig
+    config = Config(source="t", queues=(QueueConfig(name="jobs", idempotency_key="message_id"),),
+                    targets={"default": HttpTargetConfig(name="default", url="http://127.0.0.1:8080/")},
+                    idempotency=IdempotencyConfig(table="orders-seen"))
+    statements = {item["Sid"]: item for item in build_policy(config, "eu-west-1", "111122223333")["Statement"]}
+    remember = statements["RememberDeliveries"]
+    assert remember["Resource"] == ["arn:aws:dynamodb:eu-west-1:111122223333:table/orders-seen"]
+    assert {"dynamodb:PutItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
+            "dynamodb:CreateTable", "dynamodb:DescribeTable"} <= set(remember["Action"])
+    assert not {"dynamodb:Scan", "dynamodb:Query", "dynamodb:GetItem"} & set(remember["Action"])
+    plain = Config(source="t", queues=(QueueConfig(name="jobs"),), targets=config.targets)
+    assert "RememberDeliveries" not in {item["Sid"] for item in build_policy(plain, "eu-west-1")["Statement"]}
