@@ -16,6 +16,7 @@ RESTART_ONLY = {
     "status_listen": "[status] listen",
     "aws": "[aws]",
     "periodic": "[periodic]",
+    "idempotency": "[idempotency]",  # its DynamoDB client and table; a queue's idempotency_key applies at once
     "drain": "drain",
 }
 SETTINGS = ("shutdown_timeout", "log_format", "log_level", "max_messages", "unready_after")  # applied at once

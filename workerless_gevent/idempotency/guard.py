@@ -56,12 +56,10 @@ class Idempotency:
         self.completions = Completions(store, self.health, self.config.expires_after, count, rng)
 
     def update(self, config: Config) -> None:
-        """The queues' keys, at start and after a reload."""
-        for queue in config.queues:
-            spec = parse_key(queue.idempotency_key) if queue.idempotency_key else None
-            if spec is not None:
-                self.specs[queue.name] = spec
-                self.unwraps[queue.name] = queue.sns == "unwrap"
+        """The queues' keys, at start and after a reload (a claimed message keeps the key it was claimed under)."""
+        self.specs = {queue.name: spec for queue in config.queues
+                      if queue.idempotency_key and (spec := parse_key(queue.idempotency_key)) is not None}
+        self.unwraps = {queue.name: queue.sns == "unwrap" for queue in config.queues}
 
     def has_key(self, queue: str) -> bool:
         return queue in self.specs
