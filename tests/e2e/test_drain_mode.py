@@ -14,7 +14,7 @@ from tests.e2e.helpers import send_batch
 from tests.support import Daemon, Queue, RecordedRequest, build_config_file, count_messages, drain_bodies
 from tests.support.faults import FaultyApp, Reply, faulty_app_fixture  # noqa: F401 (fixture)
 
-SUMMARY = re.compile(r"workerless stopped: delivered=(\d+) failed=(\d+) received=(\d+) seconds=(\d+\.\d)$", re.MULTILINE)
+SUMMARY = re.compile(r"workerless stopped: delivered=(\d+) failed=(\d+) received=(\d+) seconds=(\d+\.\d) released=\d+$", re.MULTILINE)
 
 
 def config_for(tmp_path: Path, app: FaultyApp, queues: list[Queue], concurrency: int = 4,

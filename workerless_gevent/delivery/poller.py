@@ -9,10 +9,13 @@ receive is made for work that cannot start.
 A queue is *ready* while its last receive returned messages and *idle* once one came back empty.
 An idle queue gets exactly one watcher greenlet that long-polls it until something arrives, so
 a new message wakes the daemon at once and idle cost is one request per queue per `poll_for`.
+At a stop its last long poll is let end, not cut (SQS would still answer it, and hide what it hands
+out): what it brings is released as it lands (`stop`, `wait_for_receives`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -25,7 +28,12 @@ import gevent.event
 from ..message import Message
 from .ordering import Strategy
 from .queue_state import QueueRow, QueueState, queue_row, take_buffered
-from .receiving import Admit, Count, Receiver, moving_average
+from .receiving import Admit, Count, Receiver, Release, moving_average
+
+logger = logging.getLogger(__name__)
+
+POLL_SLACK_SECONDS = 2.0  # at stop, how long after its poll_for SQS's answer to a long poll may still come
+RECEIVES_JOIN_SECONDS = 5.0  # at stop, the least time short receives on their way get to land
 
 
 @dataclass(slots=True, eq=False)
@@ -130,15 +138,44 @@ class Poller:
         self.wake.set()
         return released
 
-    def stop(self, cancel_watchers: bool = True, wait_seconds: float = 5.0) -> list[Message]:
-        """Hand back every buffered message so the caller can release it.
-
-        Killing a watcher mid long-poll can lose the reply to a receive SQS still completes, and
-        hide its messages for a visibility timeout; so while deliveries drain, watchers may finish
-        their poll (the loop ends since stopping is set) and what they got is handed back later.
-        """
-        self.receiver.stop([state.receiving for state in self.states], cancel_watchers, wait_seconds)
+    def stop(self, release: Release | None = None) -> list[Message]:
+        """Hand back every buffered message for the caller to release. With `release`, what the receives still
+        on their way bring back goes there as it lands (`wait_for_receives` waits for them); without, short
+        receives get a few seconds and long polls are abandoned at once."""
+        if release is not None:
+            self.receiver.stop(release)
+        else:
+            self.receiver.receivers.join(timeout=RECEIVES_JOIN_SECONDS)
+            self.receiver.abandon([state.receiving for state in self.states], "stopped at once")
         return take_buffered(self.states)
+
+    def wait_for_receives(self, also: Sequence[QueueState], since: float, limit_seconds: float,
+                          forced: gevent.event.Event) -> None:
+        """At a stop requested at `since` (time.monotonic()): let the receives on their way (`also`'s too) land,
+        then abandon the rest. SQS still answers a long poll cut on our side, and hides what it hands out: each
+        may end (poll_for and some slack, within `limit_seconds`); short receives get `limit_seconds`, at least
+        5 s. `forced` (a second signal) ends the wait at once."""
+        receivings = [state.receiving for state in (*self.states, *also)]
+        polls_until = since + min(self.receiver.poll_for_seconds + POLL_SLACK_SECONDS, limit_seconds)
+        receives_until = since + max(RECEIVES_JOIN_SECONDS, limit_seconds)
+        is_logged = False
+        while not forced.is_set():
+            now = time.monotonic()
+            watchers = (receiving.watcher for receiving in receivings) if now < polls_until else ()
+            polls = [watcher for watcher in watchers if watcher is not None and not watcher.dead]
+            receivers = self.receiver.receivers if now < receives_until else ()
+            receives = [receive for receive in receivers if not receive.dead]
+            if not polls and not receives:
+                break
+            if not is_logged:
+                is_logged = True
+                longest = max(polls_until if polls else now, receives_until if receives else now) - now
+                logger.info("stop: waiting up to %.0fs for %d long polls and %d receives on their way; what they "
+                            "bring is released as it lands", longest, len(polls), len(receives))
+            until = min(end for end in (polls_until, receives_until) if end > now)
+            gevent.wait([*polls, *receives, forced], count=1, timeout=until - now)
+        why = "a second stop signal" if forced.is_set() else f"{time.monotonic() - since:.0f}s after the stop"
+        self.receiver.abandon(receivings, why)
 
     def retire(self, names: Collection[str]) -> list[QueueState]:
         """Take queues out: nothing more is received from them or taken from their buffers (the caller

@@ -36,6 +36,7 @@ SMOOTHING = 0.1  # weight of the newest sample in the moving averages of receive
 
 Admit = Callable[[SqsQueue, list[Message]], list[Message]]
 Count = Callable[[str, str], None]
+Release = Callable[[list[Message]], None]
 
 
 @dataclass(eq=False)
@@ -67,7 +68,11 @@ class Receiving:
 
     def is_quiet(self) -> bool:
         """No receive on its way, and its watcher (if any) has ended its last long poll."""
-        return not self.receives and (self.watcher is None or self.watcher.dead)
+        return not self.receives and not self.is_polling()
+
+    def is_polling(self) -> bool:
+        """Its watcher is still on its way (at a stop: in its last long poll)."""
+        return self.watcher is not None and not self.watcher.dead
 
 
 class Receiver:
@@ -85,27 +90,30 @@ class Receiver:
         self.count = count
         self.wake = wake
         self.receivers = gevent.pool.Group()
+        self.release: Release | None = None  # set at stop: what lands from then on goes there, not to a buffer
 
     def retire(self, state: Receiving) -> None:
         """Its queue left the poller: no new receive, and its watcher ends after its current long poll."""
         state.is_retired = True
 
-    def stop(self, states: list[Receiving], cancel_watchers: bool, wait_seconds: float = 5.0) -> None:
-        """Let short receives land (their messages are released with the buffer); kill the watchers if asked.
-        A receive abandoned on its way is still answered by SQS, which hides its messages for the visibility
-        timeout: the last stop waits longer (`wait_seconds`) and names the queues of any still unanswered."""
-        self.receivers.join(timeout=wait_seconds)
-        if cancel_watchers:
-            for state in states:
-                if state.receives:
-                    logger.warning("queue=%s %d receives still unanswered at stop: the up to %d messages SQS hands "
-                                   "them stay invisible until their visibility timeout (%ds)", state.queue.name,
-                                   state.receives, state.receives * self.batch_size,
-                                   state.queue.config.visibility_timeout, extra=fields(queue=state.queue.name))
-            watchers = [state.watcher for state in states if state.watcher is not None]
-            gevent.killall(watchers, block=True, timeout=2)
-            for state in states:
-                state.watcher = None
+    def stop(self, release: Release) -> None:
+        """At stop: what a receive still on its way brings back goes to `release` as it lands. No slot takes
+        it from a buffer any more, and holding it until the stop ends would hide it meanwhile."""
+        self.release = release
+
+    def abandon(self, states: list[Receiving], why: str) -> None:
+        """Kill the receives still on their way, and name what that costs: SQS still answers each one, and
+        hides what it hands out for the visibility timeout (`Poller.wait_for_receives` lets them land first)."""
+        for state in states:
+            if unanswered := state.receives + int(state.is_polling()):
+                logger.warning("queue=%s %d receives still unanswered at stop, abandoned (%s): the up to %d messages "
+                               "SQS hands them stay invisible until their visibility timeout (%ds)", state.queue.name,
+                               unanswered, why, unanswered * self.batch_size, state.queue.config.visibility_timeout,
+                               extra=fields(queue=state.queue.name))
+        self.receivers.kill(block=True, timeout=2)
+        gevent.killall([state.watcher for state in states if state.watcher is not None], block=True, timeout=2)
+        for state in states:
+            state.watcher = None
 
     def receive_for(self, state: Receiving, free_slots: int) -> bool:
         """Start receives on an emptied ready queue, one per batch the free slots can take at once
@@ -205,7 +213,10 @@ class Receiver:
         if not messages:
             state.last_empty_at = time.monotonic()
         admitted = self.admit(state.queue, messages)
-        state.buffer.extend(admitted)
+        if self.release is not None:
+            self.release(admitted)
+        else:
+            state.buffer.extend(admitted)
         return messages
 
     def go_idle(self, state: Receiving) -> None:

@@ -20,6 +20,7 @@ from ..delivery.queue import FLUSH_JOIN_SECONDS
 from ..delivery.queue_state import QueueRow
 from ..delivery.slots import MessageRow, Slots
 from ..fleet.membership import FleetRow
+from ..message import Message
 from ..metrics import OVERALL, Registry
 from ..rules import is_loopback_host
 from ..observability.backlog import watch_backlog
@@ -37,7 +38,6 @@ from .reload import reload_configuration
 logger = logging.getLogger(__name__)
 
 REPEATED_SIGNAL_SECONDS = 1.0  # a signal this soon after the first is a duplicate (Heroku sends them)
-RECEIVES_JOIN_SECONDS = 5.0  # at stop, the least time receives on their way get to land
 FINAL_FLUSH_SECONDS = 3.0  # the last flush, after the grace period
 
 
@@ -53,6 +53,7 @@ class Daemon:
         self.stopped = gevent.event.Event()
         self.reload_requested = gevent.event.Event()
         self.stop_requested_at = 0.0
+        self.released_at_stop = 0  # buffered, or brought back by receives that landed during the stop
         self.engine = Engine(config, clients, registry, rng, self.stopping, self.request_stop)
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
         registry.track_gauge("InFlight", lambda: self.slots.in_flight_by_queue(self.parts.queues))
@@ -87,7 +88,7 @@ class Daemon:
             self.stopping.set()
             self.poller.wake.set()
         elif now - self.stop_requested_at >= REPEATED_SIGNAL_SECONDS and not self.forced.is_set():
-            logger.warning("second stop signal: not waiting for in-flight deliveries")
+            logger.warning("second stop signal: not waiting for in-flight deliveries or receives on their way")
             self.forced.set()
 
     def request_reload(self) -> None:
@@ -181,11 +182,12 @@ class Daemon:
         return self.engine.fleet.rows()
 
     def shut_down(self) -> None:
-        """Release the buffers at once, give deliveries their grace period, then release the rest."""
+        """Release the buffers at once (and what receives on their way bring, as it lands), give deliveries
+        their grace period, then release the rest."""
         engine = self.engine
         engine.fleet.wind_down()
         engine.stop_gates()
-        engine.settler.release(engine.stop_receiving(cancel_watchers=not self.in_flight))
+        engine.stop_receiving(self.release_at_stop)
         self.flush_queues()
         waiter = gevent.spawn(engine.slots.pool.join)
         gevent.wait([waiter, self.forced], count=1, timeout=self.config.shutdown_timeout)
@@ -195,18 +197,15 @@ class Daemon:
             for work in list(self.in_flight):
                 engine.settler.abandon(work)
         waiter.kill(block=False)
-        engine.settler.release(engine.stop_receiving(cancel_watchers=True, wait_seconds=self.last_receives_seconds()))
+        engine.wait_for_receives(self.stop_requested_at, self.config.shutdown_timeout, self.forced)
         engine.fleet.leave()  # nothing runs under the shares any more
         self.flush_queues(FINAL_FLUSH_SECONDS)  # each queue names what it could not send in that time
         self.flusher.flush_final(timeout_seconds=2)
 
-    def last_receives_seconds(self) -> float:
-        """How long the last stop waits for receives on their way: what is left of the grace period (at
-        least 5 s), since SQS hides what an abandoned receive hands out; 5 s after a second signal."""
-        if self.forced.is_set():
-            return RECEIVES_JOIN_SECONDS
-        left = self.stop_requested_at + self.config.shutdown_timeout - time.monotonic()
-        return max(RECEIVES_JOIN_SECONDS, left)
+    def release_at_stop(self, messages: list[Message]) -> None:
+        """Received, never to be delivered now: visible again at once, and counted for the stop's last line."""
+        self.released_at_stop += len(messages)
+        self.engine.settler.release(messages)
 
     def flush_queues(self, timeout_seconds: float = FLUSH_JOIN_SECONDS) -> None:
         parts = self.parts
@@ -236,8 +235,8 @@ class Daemon:
 
     def log_stop(self, seconds: float) -> None:
         total = self.registry.total
-        logger.info("workerless stopped: delivered=%d failed=%d received=%d seconds=%.1f",
-                    total("Succeeded"), total("Failed"), total("Received"), seconds)
+        logger.info("workerless stopped: delivered=%d failed=%d received=%d seconds=%.1f released=%d",
+                    total("Succeeded"), total("Failed"), total("Received"), seconds, self.released_at_stop)
 
 
 def is_authenticated(target: HttpTargetConfig) -> bool:

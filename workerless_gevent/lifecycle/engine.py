@@ -22,9 +22,9 @@ from ..delivery.outcomes import Settler
 from ..delivery.poller import Poller, Work
 from ..delivery.queue import SqsQueue
 from ..delivery.queue_state import QueueRow, QueueState, queue_row, take_buffered
+from ..delivery.receiving import Release
 from ..delivery.slots import Slots
 from ..fleet.membership import Fleet
-from ..message import Message
 from ..metrics import Registry
 from ..observability.snapshot import TargetRow
 from ..supervision import log_greenlet_failure, spawn_supervised
@@ -244,11 +244,10 @@ class Engine:
         self.dispatcher = gevent.spawn(self.slots.dispatch)
         self.dispatcher.link_exception(log_greenlet_failure)
 
-    def stop_receiving(self, cancel_watchers: bool, wait_seconds: float = 5.0) -> list[Message]:
-        """Every buffered message, the draining queues' included, for the caller to release; receives on
-        their way get `wait_seconds` to land."""
-        buffered = self.poller.stop(cancel_watchers, wait_seconds)
-        if self.draining:
-            self.poller.receiver.stop([state.receiving for state in self.draining], cancel_watchers, wait_seconds)
-            buffered.extend(take_buffered(self.draining))
-        return buffered
+    def stop_receiving(self, release: Release) -> None:
+        """Every buffered message, the draining queues' included, goes to `release` now, and what receives on
+        their way bring back goes there as it lands (one receiver serves the draining queues too)."""
+        release(self.poller.stop(release) + take_buffered(self.draining))
+
+    def wait_for_receives(self, since: float, limit_seconds: float, forced: gevent.event.Event) -> None:
+        self.poller.wait_for_receives(self.draining, since, limit_seconds, forced)
