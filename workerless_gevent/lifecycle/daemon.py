@@ -199,6 +199,8 @@ class Daemon:
         waiter.kill(block=False)
         engine.wait_for_receives(self.stop_requested_at, self.config.shutdown_timeout, self.forced)
         engine.fleet.leave()  # nothing runs under the shares any more
+        if engine.idempotency is not None:  # the last successes' `completed` writes, which their deletes wait for
+            engine.idempotency.completions.drain(FINAL_FLUSH_SECONDS)
         self.flush_queues(FINAL_FLUSH_SECONDS)  # each queue names what it could not send in that time
         self.flusher.flush_final(timeout_seconds=2)
 

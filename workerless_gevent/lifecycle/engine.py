@@ -15,7 +15,7 @@ import gevent.event
 
 from ..aws.clients import Clients
 from ..config.model import Config, HttpTargetConfig, LambdaTargetConfig, TargetConfig
-from ..delivery.flow import TargetFlow, build_flow, build_flows
+from ..delivery.flow import SharedLimit, TargetFlow, build_flow, build_flows
 from ..delivery.leases import Leases
 from ..delivery.ordering import STRATEGIES
 from ..delivery.outcomes import Settler
@@ -25,7 +25,10 @@ from ..delivery.queue_state import QueueRow, QueueState, queue_row, take_buffere
 from ..delivery.receiving import Release
 from ..delivery.slots import Slots
 from ..fleet.membership import Fleet
+from ..idempotency.guard import Idempotency
+from ..idempotency.store import IdempotencyStore
 from ..metrics import Registry
+from ..periodic.claims import Claims
 from ..observability.snapshot import TargetRow
 from ..supervision import log_greenlet_failure, spawn_supervised
 from ..targets import Target
@@ -64,8 +67,10 @@ class Engine:
         self.stopping = stopping
         self.request_stop = request_stop
         self.parts = build_parts(config, clients, registry, rng)
-        self.leases = Leases(self.parts.queues)
-        self.settler = Settler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases)
+        self.idempotency = build_idempotency(config, clients, registry, rng)
+        self.leases = Leases(self.parts.queues, self.idempotency.extend if self.idempotency else None)
+        self.settler = Settler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases,
+                               idempotency=self.idempotency)
         self.flows: dict[str, TargetFlow] = build_flows(config)  # each target's in-flight limit and rate
         self.fleet = Fleet(config, clients.dynamodb, rng, wake=lambda: self.poller.wake.set())  # fleet-wide limits
         self.gates: dict[str, Gate] = {}
@@ -103,12 +108,19 @@ class Engine:
             paused_seconds = lambda: max(pause.remaining_seconds(), readiness.remaining_seconds())  # noqa: E731
         target_config = self.config.targets.get(queue.config.target)
         window = target_config.max_batching_window if isinstance(target_config, LambdaTargetConfig) else 0.0
+        gates: tuple[SharedLimit, ...] = self.fleet.gates_for(queue.config)
+        if self.idempotency is not None and queue.config.idempotency_key:
+            gates += (self.idempotency.gate,)  # a holding queue waits while the table fails
         return QueueState(queue, target.messages_per_delivery, paused_seconds, flow=self.flows[queue.config.target],
-                          window_seconds=window, fleet_gates=self.fleet.gates_for(queue.config))
+                          window_seconds=window, fleet_gates=gates)
 
     def start(self) -> None:
         """The gates' checking loops, then the slots (which find every gated queue paused)."""
         self.start_gates()
+        if self.idempotency is not None:
+            self.table_maker = gevent.spawn(make_table, self.idempotency.config.table, self.clients.idempotency,
+                                            self.stopping, self.rng)
+            self.table_maker.link_exception(log_greenlet_failure)
         self.dispatcher = gevent.spawn(self.slots.dispatch)
         self.dispatcher.link_exception(log_greenlet_failure)
 
@@ -225,6 +237,8 @@ class Engine:
     def install(self, config: Config, names: Collection[str]) -> None:
         """Put queues (new ones, or the successors of drained ones) into the poller, in the configuration's order."""
         position = {queue.name: index for index, queue in enumerate(config.queues)}
+        if self.idempotency is not None:
+            self.idempotency.update(config)  # the keys of the queues it installs
         states = [state for state in self.poller.states if state.queue.name in position and state.queue.name not in names]
         states += [self.queue_state(name) for name in names]
         states.sort(key=lambda state: position[state.queue.name])
@@ -251,3 +265,17 @@ class Engine:
 
     def wait_for_receives(self, since: float, limit_seconds: float, forced: gevent.event.Event) -> None:
         self.poller.wait_for_receives(self.draining, since, limit_seconds, forced)
+
+
+def build_idempotency(config: Config, clients: Clients, registry: Registry, rng: random.Random) -> Idempotency | None:
+    if config.idempotency is None:
+        return None
+    if clients.idempotency is None:  # never delivered without the claims the configuration asks for
+        raise RuntimeError("idempotency_key is configured but no DynamoDB client was built")
+    return Idempotency(config, IdempotencyStore(clients.idempotency, config.idempotency.table), registry.count, rng)
+
+
+def make_table(table: str, dynamodb: object, stopping: gevent.event.Event, rng: random.Random) -> None:
+    """The idempotency table, created if missing (as the claims table is); until it is usable the claims
+    fail, and queues with a key hold their messages (or deliver them without claims)."""
+    Claims(dynamodb, table, "").wait_until_usable(stopping, rng, "nothing is claimed under a key")
