@@ -25,6 +25,7 @@ class Message:
     settled: bool = field(default=False)
     idempotency_key: str | None = None  # its queue's idempotency_key, read at receive
     claim: str | None = None  # the token of its `in progress` claim in the idempotency table, while it holds one
+    trace_headers: dict[str, str] | None = None  # [tracing]: the delivery span's context, for the app
 
     @classmethod
     def from_sqs(cls, queue: str, raw: dict[str, Any], received_at: float, visible_until: float) -> Message:

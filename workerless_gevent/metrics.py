@@ -16,7 +16,9 @@ COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throt
             # messages without their key (delivered as usual), DynamoDB calls that failed after the wire's retries
             "Duplicates", "IdempotencyInProgress", "IdempotencyKeyMissing", "IdempotencyStoreErrors")
 OVERALL = ""  # the "queue" of counters that belong to no queue
-OVERALL_COUNTERS = ("InternalErrors",)  # unexpected errors a supervised loop survived
+# InternalErrors: unexpected errors a supervised loop survived; with [tracing], spans dropped from a full buffer
+# and span batches the collector did not take
+OVERALL_COUNTERS = ("InternalErrors", "SpansDropped", "SpanExportFailures")
 GAUGES = ("InFlight", "TargetLimit")
 UNSUMMED_GAUGES = ("TargetLimit",)  # per queue only: a sum over queues would mean nothing
 # The scaling signals: Utilization (busy slots / concurrency over the interval, 0-1, no queue: the

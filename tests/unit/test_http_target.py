@@ -14,7 +14,7 @@ from tests.unit.sqs_messages import SENDER_ID, binary_attribute, make_message, r
 from workerless_gevent import __version__
 from workerless_gevent.config.model import HttpTargetConfig
 from workerless_gevent.message import Message
-from workerless_gevent.targets import SUCCESS, Outcome, Result
+from workerless_gevent.targets import Outcome, Result
 from workerless_gevent.targets.http import HttpTarget, build_headers, parse_retry_after
 from workerless_gevent.targets.http_headers import ENCODED_HEADER
 
@@ -244,15 +244,15 @@ def test_url_without_path_posts_to_root() -> None:
 
 @pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
 def test_2xx_is_success(target: HttpTarget, status: int) -> None:
-    assert target.judge(status, None) is SUCCESS
-    assert target.judge(status, "30") is SUCCESS
+    assert target.judge(status, None) == Outcome(Result.SUCCESS, status=status)
+    assert target.judge(status, "30").is_success and target.judge(status, "30").status == status
     assert target.pause.remaining_seconds() <= 0
 
 
 @pytest.mark.parametrize("status", [429, 503])
 def test_429_and_503_with_retry_after_are_retries_that_pause(target: HttpTarget, status: int) -> None:
     outcome = target.judge(status, "30")
-    assert outcome == Outcome(Result.RETRY, f"HTTP {status}", f"HTTP {status}, Retry-After 30s", 30.0)
+    assert outcome == Outcome(Result.RETRY, f"HTTP {status}", f"HTTP {status}, Retry-After 30s", 30.0, status)
     assert target.pause.remaining_seconds() == pytest.approx(30.0, abs=1.0)
 
 
@@ -289,7 +289,8 @@ def test_pause_keeps_the_longest_request(target: HttpTarget) -> None:
 )
 def test_other_statuses_are_failures(status: int, retry_after: str | None) -> None:
     target = HttpTarget(HttpTargetConfig(name="default", url="http://127.0.0.1:9/x", overload="failure"))
-    assert target.judge(status, retry_after) == Outcome.failure(f"HTTP {status}", f"the app answered HTTP {status}")
+    assert target.judge(status, retry_after) == Outcome(Result.FAILURE, f"HTTP {status}",
+                                                        f"the app answered HTTP {status}", status=status)
     assert target.pause.remaining_seconds() <= 0
     target.close()
 
@@ -299,7 +300,8 @@ def test_busy_without_a_usable_retry_after_is_an_overload_by_default(
     target: HttpTarget, status: int, retry_after: str | None,
 ) -> None:
     outcome = target.judge(status, retry_after)
-    assert outcome == Outcome.overloaded(f"HTTP {status}", f"the app answered HTTP {status} without Retry-After")
+    assert outcome == Outcome(Result.OVERLOADED, f"HTTP {status}", f"the app answered HTTP {status} without Retry-After",
+                              status=status)
     assert outcome.result is Result.OVERLOADED
     assert target.pause.remaining_seconds() <= 0  # overload shrinks the in-flight limit; it pauses nothing
     assert target.judge(500, None).result is Result.FAILURE

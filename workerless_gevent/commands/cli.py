@@ -108,6 +108,7 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
 
             return run_operator_command(args, env, flags)
         config = load_config(args["--config"], env, flags)
+        require_tracing_extra(config)
         reload = functools.partial(load_config, args["--config"], env, flags)  # SIGHUP reads the file again
         if not args["check"] and runs_on_the_wire_alone(config):
             return run_with_child(config, env, early, reload)
@@ -120,6 +121,28 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
     if args["check"]:
         return check(config, args["--online"], session, region, where)
     return run(config, session, region, where, reload=reload)
+
+
+TRACING_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "opentelemetry.propagators.aws")
+
+
+def require_tracing_extra(config: Config) -> None:
+    """[tracing] without OpenTelemetry installed is a configuration the daemon cannot run: exit 2, one line."""
+    if config.tracing is None:
+        return
+    missing = [name for name in TRACING_MODULES if not is_installed(name)]
+    if missing:
+        raise ConfigError(config.source, "tracing", "needs OpenTelemetry, the optional extra otel: "
+                          "pip install 'workerless-gevent[otel]'", f"{missing[0]} is not installed")
+
+
+def is_installed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 def runs_on_the_wire_alone(config: Config) -> bool:
@@ -206,6 +229,9 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
     print(json.dumps(effective, indent=2, default=str))
     from ..lifecycle.assembly import build_parts, dead_letter_warnings
 
+    if config.tracing is not None:
+        print("tracing: a span per delivery over OTLP/HTTP; endpoint, headers, sampler and service name from the "
+              "OTEL_* environment variables (default http://localhost:4318/v1/traces)", file=sys.stderr)
     if not online:
         print(f"region: {region} (from {where})", file=sys.stderr)
         for warning in dead_letter_warnings(config):

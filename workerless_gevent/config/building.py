@@ -17,7 +17,7 @@ from .idempotency import idempotency_of, read_key
 from .fleet import check_no_fleet_keys, fleet_limit_keys, read_fleet
 from .headers import read_headers
 from .model import (LOG_LEVELS, METRICS_NAME, QUEUE_NAME, STRATEGIES, AwsConfig, Config, HttpTargetConfig,
-                    LambdaTargetConfig, PollingConfig, QueueConfig, TargetConfig)
+                    LambdaTargetConfig, PollingConfig, QueueConfig, TargetConfig, TracingConfig)
 from .schema import Table
 
 
@@ -47,6 +47,7 @@ def build_config(data: dict[str, Any], source: str, origins: Mapping[str, str]) 
         aws=_aws(top.table("aws"), source),
         periodic=read_periodic(top.table("periodic")) if top.has("periodic") else None,
         fleet=read_fleet(top.table("fleet")) if top.has("fleet") else None,
+        tracing=_tracing(top.table("tracing")) if top.has("tracing") else None,
     )
     config = dataclasses.replace(config, idempotency=idempotency_of(config, top))
     status.finish()
@@ -192,6 +193,12 @@ def _ready_path(table: Table) -> str | None:
     if path is not None and not re.fullmatch(r"/[^\s#]*", path):
         raise table.fail("ready_path", "must be a path that starts with / (GET on the url's host and port)", path)
     return path
+
+
+def _tracing(table: Table) -> TracingConfig:
+    tracing = TracingConfig(exporter=table.string("exporter", "otlp", ("otlp",)))
+    table.finish()
+    return tracing
 
 
 def _metrics_interval(table: Table) -> int:

@@ -16,6 +16,7 @@ RESTART_ONLY = {
     "status_listen": "[status] listen",
     "aws": "[aws]",
     "periodic": "[periodic]",
+    "tracing": "[tracing]",
     "idempotency": "[idempotency]",  # its DynamoDB client and table; a queue's idempotency_key applies at once
     "drain": "drain",
 }

@@ -49,7 +49,30 @@ def load_config(path: str | None, env: Mapping[str, str], flags: Mapping[str, ob
     settings.sort(key=lambda setting: setting[0] != "queues")
     for option, value, origin in settings:
         apply_option(document, option, value, origin, origins)
-    return resolve_secrets(build_config(document, source, origins), env)
+    return with_span_buffer(resolve_secrets(build_config(document, source, origins), env), env)
+
+
+BUFFER_VARIABLES = (("OTEL_BSP_MAX_QUEUE_SIZE", "max_queue_size", 1), ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+                    "max_export_batch_size", 1), ("OTEL_BSP_SCHEDULE_DELAY", "schedule_delay_seconds", 1000))
+
+
+def with_span_buffer(config: Config, env: Mapping[str, str]) -> Config:
+    """[tracing]'s span buffer from the variables the SDK's batching reads (the delay in milliseconds)."""
+    if config.tracing is None:
+        return config
+    values: dict[str, float] = {}
+    for variable, field, per_unit in BUFFER_VARIABLES:
+        text = env.get(variable, "").strip()
+        if not text:
+            continue
+        if not text.isdigit() or int(text) < 1:
+            raise ConfigError(variable, "", "must be a whole number >= 1", text)
+        values[field] = int(text) / per_unit if per_unit > 1 else int(text)
+    tracing = dataclasses.replace(config.tracing, **values)  # type: ignore[arg-type]
+    if tracing.max_export_batch_size > tracing.max_queue_size:
+        raise ConfigError("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "", "must not exceed OTEL_BSP_MAX_QUEUE_SIZE",
+                          tracing.max_export_batch_size)
+    return dataclasses.replace(config, tracing=tracing)
 
 
 def reject_conflicting_targets(settings: list[tuple[str, object, str]]) -> None:

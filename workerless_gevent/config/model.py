@@ -101,6 +101,15 @@ class AwsConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TracingConfig:
+    exporter: str = "otlp"  # OTLP over HTTP/protobuf; endpoint, headers, sampler, resource from OTEL_* variables
+    # the span buffer, from OTEL_BSP_* as the SDK's batching reads them
+    max_queue_size: int = 2048
+    max_export_batch_size: int = 512
+    schedule_delay_seconds: float = 5.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
     source: str
     name: str | None = None
@@ -120,6 +129,7 @@ class Config:
     periodic: PeriodicConfig | None = None
     fleet: FleetConfig | None = None  # fleet-wide limits, shared through a DynamoDB table
     idempotency: IdempotencyConfig | None = None  # set when [idempotency] is written or a queue has a key
+    tracing: TracingConfig | None = None  # [tracing]: a span per delivery (the optional extra `otel`)
 
 
 def wire_services(config: Config) -> tuple[str, ...]:

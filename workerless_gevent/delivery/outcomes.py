@@ -41,6 +41,9 @@ REMEMBERED_OVERLOADS = 100_000  # messages whose overloads are remembered, the l
 Finish = Callable[[Work, set[str], bool], list[Message]]
 
 
+Note = Callable[[Message, str, dict[str, str | int]], None]
+
+
 def finish_nothing(work: Work, failed_groups: set[str], overloaded: bool) -> list[Message]:
     return []
 
@@ -56,6 +59,7 @@ class Settler:
         self.leases = leases
         self.finish = finish  # the poller's: frees FIFO groups, returns buffered messages behind a failure
         self.overloads: OrderedDict[str, int] = OrderedDict()  # message id -> overloaded attempts
+        self.note: Note | None = None  # [tracing]: a retry or a dead letter, as an event on the delivery's span
 
     def admit(self, queue: SqsQueue, messages: list[Message]) -> list[Message]:
         """At receive: count, expire what is past its retention period, hold the rest."""
@@ -169,6 +173,10 @@ class Settler:
             self.change_visibility(queue, message, seconds)
         else:  # a dead-letter copy that is safely there
             self.delete(queue, message)
+        if self.note is not None:
+            detail: dict[str, str | int] = {"workerless.retry_in_seconds": seconds} if action == "retry" else \
+                {"workerless.dead_letter_queue": self.dead_letter_queues[queue.name].name}
+            self.note(message, "retry scheduled" if action == "retry" else "dead-lettered", detail)
 
     def delete(self, queue: SqsQueue, message: Message) -> None:
         """The message's last action: from here its heartbeat stops."""

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import gevent
 import gevent.event
@@ -15,6 +16,7 @@ import gevent.pool
 
 from ..config.model import Config
 from ..logs import fields
+from ..message import Message
 from ..metrics import OVERALL, Registry
 from ..supervision import log_greenlet_failure
 from ..targets import Outcome, QueueInfo, Target
@@ -24,6 +26,14 @@ from .poller import Poller, Work
 from .utilization import Utilization
 
 logger = logging.getLogger(__name__)
+
+
+class DeliveryTracer(Protocol):
+    """[tracing]'s side of a delivery (`tracing.spans.Tracing`): a span from start to settled."""
+
+    def start(self, queue: str, target: str, messages: list[Message], is_batch: bool) -> Any: ...
+
+    def finish(self, delivery: Any, outcomes: list[Outcome]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +66,7 @@ class Slots:
         self.in_flight: set[Work] = set()
         self.started_messages = 0
         self.utilization = Utilization(config.concurrency, config.metrics_interval)  # one slot per work
+        self.tracer: DeliveryTracer | None = None  # with [tracing]
 
     def in_flight_by_queue(self, queue_names: Iterable[str]) -> dict[str, float]:
         """Messages being delivered per queue, zero included: the reader behind the InFlight gauge."""
@@ -136,12 +147,17 @@ class Slots:
         target = self.targets[queue.config.target]
         prepared: Prepared | None = None
         started = time.monotonic()
+        tracer, traced = self.tracer, None
+        outcomes: list[Outcome] = []
         try:
             # SNS envelopes unwrapped, S3 payloads fetched: under the receive's lease, before the target's deadline
             prepared = self.preparer.prepare(queue.config, work.messages)
             messages = work.messages if prepared is None else prepared.messages()
             self.settler.start(work, target.deadline_seconds(messages) + 5)
             started = time.monotonic()
+            if tracer is not None:  # current until the work is settled: its log lines carry the span's ids
+                traced = tracer.start(queue.name, target.name, messages or work.messages,
+                                      target.messages_per_delivery > 1 or len(messages) > 1)
             if prepared is None:
                 outcomes = target.deliver(self.queue_infos[queue.name], messages)
             else:
@@ -161,4 +177,7 @@ class Slots:
             self.registry.count(OVERALL, "InternalErrors")
             logger.error("queue=%s after settling a delivery", queue.name, exc_info=True, extra=fields(queue=queue.name))
         finally:
+            if traced is not None:
+                assert tracer is not None
+                tracer.finish(traced, outcomes)
             self.let_go(work)

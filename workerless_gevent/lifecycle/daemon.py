@@ -9,6 +9,7 @@ import signal
 import time
 import urllib.parse
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import gevent
 import gevent.event
@@ -35,6 +36,9 @@ from .runtime import settle_runtime
 from .engine import Engine
 from .reload import reload_configuration
 
+if TYPE_CHECKING:
+    from ..tracing.setup import TracingParts
+
 logger = logging.getLogger(__name__)
 
 REPEATED_SIGNAL_SECONDS = 1.0  # a signal this soon after the first is a duplicate (Heroku sends them)
@@ -54,7 +58,9 @@ class Daemon:
         self.reload_requested = gevent.event.Event()
         self.stop_requested_at = 0.0
         self.released_at_stop = 0  # buffered, or brought back by receives that landed during the stop
-        self.engine = Engine(config, clients, registry, rng, self.stopping, self.request_stop)
+        self.tracing = build_tracing(config, registry.count) if config.tracing is not None else None
+        self.engine = Engine(config, clients, registry, rng, self.stopping, self.request_stop,
+                             self.tracing.tracing if self.tracing is not None else None)
         self.flusher = MetricsFlusher(clients.cloudwatch, config.name, config.metrics_interval, registry, rng)
         registry.track_gauge("InFlight", lambda: self.slots.in_flight_by_queue(self.parts.queues))
         registry.track_gauge("TargetLimit", self.engine.target_limits)
@@ -154,6 +160,9 @@ class Daemon:
         backlog = self.backlog
         if backlog is not None:
             loops.append(("backlog", lambda: backlog.run(self.stopped), self.stopped))
+        if self.tracing is not None:
+            buffer = self.tracing.buffer
+            loops.append(("span export", lambda: buffer.run(self.stopped), self.stopped))
         renew = self.clients.renew_credentials
         if renew is not None:
             loops.append(("credentials renewal", lambda: renew(self.stopped), self.stopped))
@@ -203,6 +212,8 @@ class Daemon:
             engine.idempotency.completions.drain(FINAL_FLUSH_SECONDS)
         self.flush_queues(FINAL_FLUSH_SECONDS)  # each queue names what it could not send in that time
         self.flusher.flush_final(timeout_seconds=2)
+        if self.tracing is not None:  # the last deliveries' spans
+            self.tracing.buffer.flush_final(timeout_seconds=2)
 
     def release_at_stop(self, messages: list[Message]) -> None:
         """Received, never to be delivered now: visible again at once, and counted for the stop's last line."""
@@ -248,3 +259,9 @@ def is_authenticated(target: HttpTargetConfig) -> bool:
 
 def is_loopback(url: str) -> bool:
     return is_loopback_host(urllib.parse.urlsplit(url).hostname or "")
+
+
+def build_tracing(config: Config, count: Callable[[str, str, int], None]) -> TracingParts:
+    from ..tracing.setup import build_tracing as build  # OpenTelemetry is imported only with [tracing]
+
+    return build(config, count)

@@ -9,6 +9,7 @@ import random
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gevent
 import gevent.event
@@ -24,6 +25,8 @@ from ..delivery.queue import SqsQueue
 from ..delivery.queue_state import QueueRow, QueueState, queue_row, take_buffered
 from ..delivery.receiving import Release
 from ..delivery.slots import Slots
+if TYPE_CHECKING:  # imported only with [tracing]
+    from ..tracing.spans import Tracing
 from ..fleet.membership import Fleet
 from ..idempotency.guard import Idempotency
 from ..idempotency.store import IdempotencyStore
@@ -58,8 +61,10 @@ class Successors:
 
 class Engine:
     def __init__(self, config: Config, clients: Clients, registry: Registry, rng: random.Random,
-                 stopping: gevent.event.Event, request_stop: Callable[[str], None]) -> None:
+                 stopping: gevent.event.Event, request_stop: Callable[[str], None],
+                 tracing: Tracing | None = None) -> None:
         self.config = config
+        self.tracing = tracing  # [tracing]: a span per delivery
         self.started_config = config  # what the clients were built for
         self.clients = clients
         self.registry = registry
@@ -71,6 +76,7 @@ class Engine:
         self.leases = Leases(self.parts.queues, self.idempotency.extend if self.idempotency else None)
         self.settler = Settler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases,
                                idempotency=self.idempotency)
+        self.settler.note = tracing.note if tracing is not None else None
         self.flows: dict[str, TargetFlow] = build_flows(config)  # each target's in-flight limit and rate
         self.fleet = Fleet(config, clients.dynamodb, rng, wake=lambda: self.poller.wake.set())  # fleet-wide limits
         self.gates: dict[str, Gate] = {}
@@ -95,8 +101,10 @@ class Engine:
         return poller
 
     def build_slots(self, config: Config, poller: Poller) -> Slots:
-        return Slots(config, self.parts.targets, self.parts.queue_infos, self.parts.preparer, poller, self.settler,
-                     self.registry, self.stopping, self.request_stop)
+        slots = Slots(config, self.parts.targets, self.parts.queue_infos, self.parts.preparer, poller, self.settler,
+                      self.registry, self.stopping, self.request_stop)
+        slots.tracer = self.tracing
+        return slots
 
     def queue_state(self, name: str) -> QueueState:
         queue = self.parts.queues[name]

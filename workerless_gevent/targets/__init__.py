@@ -23,6 +23,7 @@ class Outcome:
     error_type: str = ""
     error: str = ""
     retry_after_seconds: float | None = None
+    status: int = 0  # the HTTP status the app answered, 0 where there was none (Lambda, no answer)
 
     @classmethod
     def success(cls) -> Outcome:

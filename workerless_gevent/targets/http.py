@@ -25,6 +25,7 @@ PATH_ATTRIBUTE = "beanstalk.sqsd.path"
 TASK_ATTRIBUTE = "beanstalk.sqsd.task_name"
 SCHEDULED_ATTRIBUTE = "beanstalk.sqsd.scheduled_time"
 SPECIAL_ATTRIBUTES = frozenset((PATH_ATTRIBUTE, TASK_ATTRIBUTE, SCHEDULED_ATTRIBUTE))
+SUCCESSES = {status: Outcome(Result.SUCCESS, status=status) for status in range(200, 300)}  # made once, not per POST
 KEY_HEADER = "X-Workerless-Idempotency-Key"  # with an idempotency_key: the key claimed for this delivery
 
 
@@ -77,15 +78,17 @@ class HttpTarget:
 
     def judge(self, status: int, retry_after: str | None) -> Outcome:
         if 200 <= status < 300:
-            return Outcome.success()
+            return SUCCESSES[status]
         if status in (429, 503):
             seconds = parse_retry_after(retry_after) if retry_after is not None else None
             if seconds is not None:
                 self.pause.extend(seconds)
-                return Outcome(Result.RETRY, f"HTTP {status}", f"HTTP {status}, Retry-After {seconds:g}s", seconds)
+                return Outcome(Result.RETRY, f"HTTP {status}", f"HTTP {status}, Retry-After {seconds:g}s", seconds,
+                               status)
             if self.config.overload == "backpressure":
-                return Outcome.overloaded(f"HTTP {status}", f"the app answered HTTP {status} without Retry-After")
-        return Outcome.failure(f"HTTP {status}", f"the app answered HTTP {status}")
+                return Outcome(Result.OVERLOADED, f"HTTP {status}",
+                               f"the app answered HTTP {status} without Retry-After", status=status)
+        return Outcome(Result.FAILURE, f"HTTP {status}", f"the app answered HTTP {status}", status=status)
 
     def close(self) -> None:
         self.connections.close()
@@ -112,7 +115,9 @@ def build_headers(queue_name: str, message: Message, content_type: str) -> dict[
     }
     if message.message_attributes:
         put_attribute_headers(headers, message)
-    if "AWSTraceHeader" in message.attributes or "traceparent" in message.message_attributes:
+    if message.trace_headers is not None:  # [tracing]: the delivery span's context, so the app's spans are its children
+        headers.update(message.trace_headers)
+    elif "AWSTraceHeader" in message.attributes or "traceparent" in message.message_attributes:
         headers.update(trace_headers(message))
     if message.idempotency_key is not None:
         put_key_header(headers, message.idempotency_key)

@@ -1,0 +1,89 @@
+"""Finished spans on their way to the collector: a bounded buffer that `on_end` only appends to, and one loop
+that exports it in batches. A collector that is down or slow holds up the loop, never a delivery; past the
+buffer's size spans are dropped, counted (`SpansDropped`), and said once per interval in a WARNING."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+
+import gevent
+import gevent.event
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from ..metrics import OVERALL
+
+logger = logging.getLogger(__name__)
+
+Count = Callable[[str, str, int], None]
+
+
+class SpanBuffer(SpanProcessor):
+    """The SDK's batching, on a gevent loop the daemon supervises, with its drops counted and reported."""
+
+    def __init__(self, exporter: SpanExporter, count: Count, *, max_queue_size: int, batch_size: int,
+                 delay_seconds: float, report_seconds: float) -> None:
+        self.exporter = exporter
+        self.count = count
+        self.spans: deque[ReadableSpan] = deque()
+        self.max_queue_size = max_queue_size
+        self.batch_size = batch_size
+        self.delay_seconds = delay_seconds
+        self.report_seconds = report_seconds
+        self.is_full = gevent.event.Event()
+        self.dropped = 0  # since the last WARNING
+        self.failed = 0  # batches the collector did not take since the last WARNING
+        self.reported_at = time.monotonic()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if len(self.spans) >= self.max_queue_size:
+            self.dropped += 1
+            self.count(OVERALL, "SpansDropped", 1)
+            return
+        self.spans.append(span)
+        if len(self.spans) >= self.batch_size:
+            self.is_full.set()
+
+    def run(self, stopped: gevent.event.Event) -> None:
+        """Export every `delay_seconds`, or as soon as a batch is full, until the daemon has stopped."""
+        while not stopped.is_set():
+            self.is_full.wait(self.delay_seconds)
+            self.is_full.clear()
+            self.export_waiting()
+            self.report()
+
+    def export_waiting(self) -> None:
+        while self.spans:
+            batch = [self.spans.popleft() for _ in range(min(self.batch_size, len(self.spans)))]
+            if self.exporter.export(batch) is not SpanExportResult.SUCCESS:
+                self.failed += 1
+                self.count(OVERALL, "SpanExportFailures", 1)
+
+    def report(self) -> None:
+        """At most one WARNING per interval about what did not reach the collector."""
+        if not (self.dropped or self.failed) or time.monotonic() - self.reported_at < self.report_seconds:
+            return
+        logger.warning("tracing: %d span batches not taken by the OTLP collector and %d spans dropped (buffer of %d "
+                       "full) in the last %.0fs; deliveries go on", self.failed, self.dropped, self.max_queue_size,
+                       time.monotonic() - self.reported_at)
+        self.dropped = self.failed = 0
+        self.reported_at = time.monotonic()
+
+    def flush_final(self, timeout_seconds: float) -> None:
+        """At stop: what is buffered goes out within `timeout_seconds`, else it is left."""
+        with gevent.Timeout(timeout_seconds, False):
+            self.export_waiting()
+        self.report()
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True

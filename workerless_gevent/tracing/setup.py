@@ -1,0 +1,46 @@
+"""The daemon's tracer provider: the SDK's, with its sampler and resource from the standard OTEL_* variables
+(service.name `workerless` unless they name one), the OTLP/HTTP exporter (endpoint, headers, timeout and
+compression from OTEL_EXPORTER_OTLP_*), and the bounded buffer of `export.py` in place of the SDK's
+batching thread."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+from .. import __version__
+from ..config.model import Config
+from .export import Count, SpanBuffer
+from .spans import TraceIds, Tracing
+
+DEFAULT_SERVICE = "workerless"
+QUIET_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk")  # a collector down: our one WARNING per interval
+
+
+@dataclass(frozen=True, slots=True)
+class TracingParts:
+    tracing: Tracing
+    buffer: SpanBuffer
+    provider: TracerProvider
+
+
+def build_tracing(config: Config, count: Count) -> TracingParts:
+    assert config.tracing is not None
+    resource = Resource.create()
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE}))
+    tracing = config.tracing
+    buffer = SpanBuffer(OTLPSpanExporter(), count, max_queue_size=tracing.max_queue_size,
+                        batch_size=tracing.max_export_batch_size, delay_seconds=tracing.schedule_delay_seconds,
+                        report_seconds=config.metrics_interval)
+    provider = TracerProvider(resource=resource)  # the sampler: OTEL_TRACES_SAMPLER (parent-based, always on)
+    provider.add_span_processor(buffer)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(TraceIds())
+    return TracingParts(Tracing(provider.get_tracer("workerless", __version__)), buffer, provider)
