@@ -167,6 +167,40 @@ class Sink(NodeService):
         return best[1]
 
 
+class DynamoStandIn(NodeService):
+    """bench/dynamodb_standin.mjs: the daemon's DynamoDB calls of idempotent delivery, in memory, with a round
+    trip knob, counted by table and action."""
+
+    def __init__(self) -> None:
+        super().__init__("dynamodb_standin", "dynamodb_standin.mjs")
+        self.control = JsonHttp(self.port)
+
+    def set_delay(self, ms: float) -> dict[str, Any]:
+        """Round trip added to every answer from now on (half before applying the request, half after)."""
+        return self.control.call("POST", f"/_bench/delay?ms={ms}")
+
+    def stats(self, table: str | None = None) -> dict[str, Any]:
+        """{delay_ms, mean_added_ms, requests: {table: {action: n}}, items: {table: {action: n}}}."""
+        return self.control.call("GET", "/_bench/stats" + (f"?table={table}" if table else ""))
+
+    def create(self, table: str) -> None:
+        """A table keyed by `slot` (TTL off), there before the daemon starts, as in a deployment after its first
+        start: the daemon then only describes it and turns TTL on."""
+        self.control.call("POST", f"/_bench/create?table={table}")
+
+    def forget(self, table: str) -> None:
+        self.control.call("POST", f"/_bench/forget?table={table}")
+
+
+@dataclass(frozen=True)
+class Idempotent:
+    """A daemon's idempotent delivery: every queue gets `idempotency_key`, [idempotency] names `table`, and
+    DynamoDB is at `dynamodb_url` (AWS_ENDPOINT_URL_DYNAMODB)."""
+    dynamodb_url: str
+    table: str
+    key: str = "message_id"
+
+
 class Proxy(NodeService):
     def __init__(self, upstream_port: int) -> None:
         super().__init__("proxy", "sqs_proxy.mjs", str(upstream_port))
@@ -443,10 +477,12 @@ def worker_env(endpoint: str) -> dict[str, str]:
 
 def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: int, poll_for: int,
                   max_connections: int | None = None, batch_size: int = 10,
-                  lambda_function: str | None = None, lambda_batch_size: int = 1) -> Path:
+                  lambda_function: str | None = None, lambda_batch_size: int = 1,
+                  idempotent: Idempotent | None = None) -> Path:
     """A TOML file with only the documented keys of DESIGN.md section 1. With lambda_function the target is
     a Lambda function (conf/example.toml's [targets.billing]) instead of the sink's URL; the Invoke calls go
-    wherever AWS_ENDPOINT_URL_LAMBDA points (make_daemon's lambda_endpoint)."""
+    wherever AWS_ENDPOINT_URL_LAMBDA points (make_daemon's lambda_endpoint). With idempotent, every queue
+    has its idempotency_key and [idempotency] names the table."""
     lines = [
         f"concurrency = {concurrency}",
         "shutdown_timeout = 10",
@@ -456,8 +492,11 @@ def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: 
         f"batch_size = {batch_size}",
         "",
     ]
+    if idempotent is not None:
+        lines += ["[idempotency]", f'table = "{idempotent.table}"', ""]
     for name in queues:
-        lines += ["[[queues]]", f'name = "{name}"', ""]
+        lines += ["[[queues]]", f'name = "{name}"']
+        lines += [f'idempotency_key = "{idempotent.key}"', ""] if idempotent is not None else [""]
     if lambda_function:
         lines += ["[targets.default]", 'type = "lambda"', f'function = "{lambda_function}"',
                   f"batch_size = {lambda_batch_size}", "timeout = 60"]
@@ -472,16 +511,19 @@ def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: 
 
 def make_daemon(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,
                 poll_for: int, max_connections: int | None = None, extra: tuple[str, ...] = (),
-                lambda_function: str | None = None, lambda_endpoint: str | None = None) -> Worker:
+                lambda_function: str | None = None, lambda_endpoint: str | None = None,
+                idempotent: Idempotent | None = None) -> Worker:
     """The daemon on a generated config; with lambda_function it delivers to that Lambda function through
     lambda_endpoint (AWS_ENDPOINT_URL_LAMBDA: boto3's per-service endpoint, which wins over AWS_ENDPOINT_URL)."""
     config = daemon_config(RESULTS / "conf" / f"{label}.toml", queues=queues, sink_url=sink_url,
                            concurrency=concurrency, poll_for=poll_for, max_connections=max_connections,
-                           lambda_function=lambda_function)
+                           lambda_function=lambda_function, idempotent=idempotent)
     argv = [sys.executable, str(DAEMON_BIN), "-c", str(config), *extra]
     env = worker_env(endpoint)
     if lambda_endpoint:
         env["AWS_ENDPOINT_URL_LAMBDA"] = lambda_endpoint
+    if idempotent is not None:
+        env["AWS_ENDPOINT_URL_DYNAMODB"] = idempotent.dynamodb_url
     # From its own checkout, as one runs it: a `python -m` child of the daemon would put the working
     # directory first on its sys.path and import this checkout's workerless_gevent instead.
     return Worker("daemon", label, argv, env, cwd=DAEMON_BIN.resolve().parent.parent)

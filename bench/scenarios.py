@@ -18,6 +18,7 @@ import fleet
 import fleet_limits
 import flow
 import harness
+import idempotency
 import polling
 import scale
 from harness import log, spread, unique
@@ -195,5 +196,5 @@ RUNNERS: dict[str, Callable[[Bench], dict[str, Any]]] = {
     "throughput": throughput, "components": components, "slow_sink": slow_sink,
     "requests": polling.requests, "idle": polling.idle, "wake": polling.wake, "memory": memory,
     "priority": polling.priority, "latency": latency, **scale.RUNNERS, **flow.RUNNERS, **fleet.RUNNERS,
-    **fleet_limits.RUNNERS}
+    **fleet_limits.RUNNERS, **idempotency.RUNNERS}
 SCENARIOS = tuple(RUNNERS)

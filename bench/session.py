@@ -12,7 +12,7 @@ from typing import Any
 
 import harness
 import scale
-from harness import Proxy, Sink, Sqs, Worker, make_baseline, make_daemon, spread, unique
+from harness import DynamoStandIn, Idempotent, Proxy, Sink, Sqs, Worker, make_baseline, make_daemon, spread, unique
 
 
 class Settings:
@@ -49,6 +49,7 @@ class Bench:
         self.sqs = Sqs(self.fauxqs.direct_url)  # setup never waits for the round trip the workers get
         self.scale_settings = settings.scale
         self._proxy: Proxy | None = None
+        self._dynamodb: DynamoStandIn | None = None
         self.workers: list[Worker] = []
 
     @property
@@ -57,17 +58,25 @@ class Bench:
             self._proxy = Proxy(self.fauxqs.port)
         return self._proxy
 
+    @property
+    def dynamodb(self) -> DynamoStandIn:
+        """The DynamoDB stand-in of the idempotency scenario, started on first use."""
+        if self._dynamodb is None:
+            self._dynamodb = DynamoStandIn()
+        return self._dynamodb
+
     def close(self) -> None:
         for worker in self.workers:
             if worker.exit_code is None:
                 worker.kill()
-        for service in (self._proxy, self.sink, self.fauxqs):
+        for service in (self._proxy, self._dynamodb, self.sink, self.fauxqs):
             if service is not None:
                 service.stop()
 
     def worker(self, kind: str, label: str, *, endpoint: str | None = None, queues: list[str], concurrency: int,
                poll_for: int = 1, max_messages: int | None = None, drain: bool = False,
-               max_connections: int | None = None, lambda_function: str | None = None) -> Worker:
+               max_connections: int | None = None, lambda_function: str | None = None,
+               idempotent: Idempotent | None = None) -> Worker:
         endpoint = endpoint or self.fauxqs.url
         if kind == "daemon":
             extra: list[str] = []
@@ -78,22 +87,27 @@ class Bench:
             worker = make_daemon(label, endpoint, queues=queues, sink_url=self.sink.url, concurrency=concurrency,
                                  poll_for=poll_for, max_connections=max_connections, extra=tuple(extra),
                                  lambda_function=lambda_function,  # Invoke goes to the sink (bench/sink.mjs)
-                                 lambda_endpoint=self.sink.url if lambda_function else None)
+                                 lambda_endpoint=self.sink.url if lambda_function else None,
+                                 idempotent=idempotent)
         else:
+            if idempotent is not None:
+                raise ValueError("the plain baseline has no idempotent delivery")
             worker = make_baseline(label, endpoint, queues=queues, sink_url=self.sink.url, concurrency=concurrency,
                                    poll_for=poll_for, max_messages=max_messages)
         self.workers.append(worker)
         return worker.start()
 
     def backlog_run(self, kind: str, label: str, *, concurrency: int, messages: int, delay_ms: float,
-                    max_connections: int | None = None, lambda_function: str | None = None) -> dict[str, Any]:
+                    max_connections: int | None = None, lambda_function: str | None = None,
+                    idempotent: Idempotent | None = None) -> dict[str, Any]:
         """Load a backlog, start the worker, sample until the sink has seen every message."""
         name = unique(label)
         url = self.sqs.create(name)
         self.sqs.send_many(url, messages, "bulk")
         self.sink.reset(delay_ms)
         worker = self.worker(kind, label, queues=[name], concurrency=concurrency, max_messages=messages,
-                             max_connections=max_connections, lambda_function=lambda_function)
+                             max_connections=max_connections, lambda_function=lambda_function,
+                             idempotent=idempotent)
         helper_cpu = self._sample_until_delivered(worker, messages)
         code = worker.wait(30)
         if code is None:

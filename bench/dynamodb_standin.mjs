@@ -1,0 +1,313 @@
+// A small, fast DynamoDB for the idempotency scenario: exactly the calls of the daemon's idempotent delivery
+// (workerless_gevent/idempotency/store.py and periodic/claims.py), kept in memory, on 127.0.0.1.
+// moto's DynamoDB serves a few hundred calls a second and deep-copies the table on each TransactWriteItems;
+// the bench needs thousands a second at a cost small beside the daemon's.
+// Usage: node bench/dynamodb_standin.mjs [--port=N] [--latency-ms=D]  -> prints {"port": N}
+//
+// The protocol: AWS JSON 1.0, POST with X-Amz-Target "DynamoDB_20120810.<Action>"; the SigV4 signature is not
+// checked. Errors are answered 400 with {"__type": "com.amazonaws.dynamodb.v20120810#<Code>", "message"}.
+//   DescribeTable, CreateTable (ACTIVE at once), DescribeTimeToLive, UpdateTimeToLive
+//   TransactWriteItems  Put items only, each with its ConditionExpression; all or nothing: when a condition
+//                       fails, TransactionCanceledException with one CancellationReason per item ("None", or
+//                       "ConditionalCheckFailed" with the old Item under ReturnValuesOnConditionCheckFailure
+//                       ALL_OLD), as DynamoDB answers. Two items on one key: ValidationException.
+//   BatchWriteItem      PutRequest and DeleteRequest, never anything left in UnprocessedItems
+//   DeleteItem, UpdateItem (SET a = b, ...) with a ConditionExpression: ConditionalCheckFailedException
+// Conditions: OR, AND, NOT, parentheses, attribute_exists(p), attribute_not_exists(p), = <> < <= > >=
+// over #names, :values and plain names (N compared as numbers, S as strings). Tables are keyed by a
+// string hash key (the daemon's `slot`).
+//
+// Round trip: every answer is held D ms (--latency-ms, or /_bench/delay): D/2 once the request is read, before
+// it is applied, and D/2 before the answer is sent, as fauxqs_server.mjs does for SQS. Each request waits on
+// its own timer, so requests in flight wait at the same time.
+// Control (the runner only; never delayed, never counted):
+//   POST /_bench/delay?ms=D        the round trip from now on
+//   GET  /_bench/stats[?table=T]   {delay_ms, mean_added_ms, requests: {table: {action: n}}, items: {...}}
+//                                  (items: the items the requests carried, per table and action)
+//   POST /_bench/create?table=T    create a table keyed by `slot` (TTL off), as if it had been there before
+//   POST /_bench/forget?table=T    drop a table, its items and its counts
+import http from "node:http";
+import { performance } from "node:perf_hooks";
+
+const option = (name, fallback) => {
+  const found = process.argv.find((arg) => arg.startsWith(`--${name}=`));
+  return found === undefined ? fallback : parseFloat(found.split("=")[1]);
+};
+const port = option("port", 0);
+let delayMs = option("latency-ms", 0);
+let delayed = 0;
+let addedSum = 0;
+const tables = new Map(); // name -> {key, ttl, items: Map(key value -> item), created}
+const requests = new Map(); // table -> {action: n}
+const carried = new Map(); // table -> {action: items}
+let requestIds = 0;
+
+class Failure extends Error {
+  constructor(code, message, extra = {}) {
+    super(message);
+    this.code = code;
+    this.extra = extra;
+  }
+}
+
+function count(table, action, items) {
+  for (const [map, n] of [[requests, 1], [carried, items]]) {
+    let mine = map.get(table);
+    if (mine === undefined) map.set(table, (mine = {}));
+    mine[action] = (mine[action] ?? 0) + n;
+  }
+}
+
+function tableOf(name) {
+  const table = tables.get(name);
+  if (table === undefined) throw new Failure("ResourceNotFoundException", `Requested resource not found: Table: ${name} not found`);
+  return table;
+}
+
+function describe(name, table) {
+  return {
+    TableName: name, TableStatus: "ACTIVE", ItemCount: table.items.size, CreationDateTime: table.created,
+    TableArn: `arn:aws:dynamodb:us-east-1:000000000000:table/${name}`,
+    KeySchema: [{ AttributeName: table.key, KeyType: "HASH" }],
+    AttributeDefinitions: [{ AttributeName: table.key, AttributeType: "S" }],
+    BillingModeSummary: { BillingMode: "PAY_PER_REQUEST" },
+  };
+}
+
+function keyValue(table, item) {
+  const value = item?.[table.key]?.S;
+  if (typeof value !== "string") throw new Failure("ValidationException", `missing the key ${table.key} (S)`);
+  return value;
+}
+
+// ---------------------------------------------------------------- conditions
+
+function tokenize(text) {
+  return text.match(/\(|\)|,|<>|<=|>=|=|<|>|[#:]?[A-Za-z0-9_.\-]+/g) ?? [];
+}
+
+function evaluate(text, item, names = {}, values = {}) {
+  const tokens = tokenize(text);
+  let at = 0;
+  const peek = () => tokens[at];
+  const take = (want) => {
+    const token = tokens[at++];
+    if (want !== undefined && token !== want) throw new Failure("ValidationException", `condition: expected ${want} in ${text}`);
+    return token;
+  };
+  const operand = () => {
+    const token = take();
+    if (token.startsWith(":")) return values[token];
+    return item?.[token.startsWith("#") ? names[token] : token];
+  };
+  const compare = (a, op, b) => {
+    if (a === undefined || b === undefined) return op === "<>";
+    const [x, y] = "N" in a && "N" in b ? [Number(a.N), Number(b.N)] : [a.S ?? JSON.stringify(a), b.S ?? JSON.stringify(b)];
+    return { "=": x === y, "<>": x !== y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y }[op];
+  };
+  const term = () => {
+    const token = peek();
+    if (token?.toUpperCase() === "NOT") return take(), !term();
+    if (token === "(") {
+      take();
+      const value = or();
+      take(")");
+      return value;
+    }
+    if (token === "attribute_exists" || token === "attribute_not_exists") {
+      take();
+      take("(");
+      const present = operand() !== undefined;
+      take(")");
+      return token === "attribute_exists" ? present : !present;
+    }
+    const left = operand();
+    const op = take();
+    if (!["=", "<>", "<", "<=", ">", ">="].includes(op)) throw new Failure("ValidationException", `condition: ${op}?`);
+    return compare(left, op, operand());
+  };
+  const and = () => {
+    let value = term();
+    while (peek()?.toUpperCase() === "AND") take(), (value = term() && value);
+    return value;
+  };
+  const or = () => {
+    let value = and();
+    while (peek()?.toUpperCase() === "OR") take(), (value = and() || value);
+    return value;
+  };
+  const value = or();
+  if (at !== tokens.length) throw new Failure("ValidationException", `condition: unexpected ${peek()} in ${text}`);
+  return value;
+}
+
+function holds(request, item) {
+  const expression = request.ConditionExpression;
+  return expression === undefined || evaluate(expression, item, request.ExpressionAttributeNames,
+    request.ExpressionAttributeValues);
+}
+
+// ---------------------------------------------------------------- actions
+
+const ACTIONS = {
+  DescribeTable: (body) => ({ Table: describe(body.TableName, tableOf(body.TableName)) }),
+  CreateTable: (body) => {
+    if (tables.has(body.TableName)) throw new Failure("ResourceInUseException", `Table already exists: ${body.TableName}`);
+    const key = body.KeySchema.find((part) => part.KeyType === "HASH").AttributeName;
+    const table = { key, ttl: null, items: new Map(), created: Date.now() / 1000 };
+    tables.set(body.TableName, table);
+    return { TableDescription: describe(body.TableName, table) };
+  },
+  DescribeTimeToLive: (body) => {
+    const ttl = tableOf(body.TableName).ttl;
+    return { TimeToLiveDescription: ttl ? { TimeToLiveStatus: "ENABLED", AttributeName: ttl } : { TimeToLiveStatus: "DISABLED" } };
+  },
+  UpdateTimeToLive: (body) => {
+    const spec = body.TimeToLiveSpecification;
+    tableOf(body.TableName).ttl = spec.Enabled ? spec.AttributeName : null;
+    return { TimeToLiveSpecification: spec };
+  },
+  TransactWriteItems: (body) => {
+    const puts = body.TransactItems.map((entry) => {
+      if (!entry.Put) throw new Failure("ValidationException", "this stand-in takes Put items only");
+      const table = tableOf(entry.Put.TableName);
+      return { put: entry.Put, table, key: keyValue(table, entry.Put.Item) };
+    });
+    if (new Set(puts.map(({ put, key }) => `${put.TableName}\u0000${key}`)).size !== puts.length) {
+      throw new Failure("ValidationException", "Transaction request cannot include multiple operations on one item");
+    }
+    const reasons = puts.map(({ put, table, key }) => {
+      const old = table.items.get(key);
+      if (holds(put, old)) return { Code: "None" };
+      const reason = { Code: "ConditionalCheckFailed", Message: "The conditional request failed" };
+      if (put.ReturnValuesOnConditionCheckFailure === "ALL_OLD" && old) reason.Item = old;
+      return reason;
+    });
+    if (reasons.some((reason) => reason.Code !== "None")) {
+      const codes = reasons.map((reason) => reason.Code).join(", ");
+      throw new Failure("TransactionCanceledException",
+        `Transaction cancelled, please refer cancellation reasons for specific reasons [${codes}]`,
+        { CancellationReasons: reasons });
+    }
+    for (const { put, table, key } of puts) table.items.set(key, put.Item);
+    return {};
+  },
+  BatchWriteItem: (body) => {
+    for (const [name, writes] of Object.entries(body.RequestItems)) {
+      const table = tableOf(name);
+      for (const write of writes) {
+        if (write.PutRequest) table.items.set(keyValue(table, write.PutRequest.Item), write.PutRequest.Item);
+        else table.items.delete(keyValue(table, write.DeleteRequest.Key));
+      }
+    }
+    return { UnprocessedItems: {} };
+  },
+  DeleteItem: (body) => {
+    const table = tableOf(body.TableName);
+    const key = keyValue(table, body.Key);
+    if (!holds(body, table.items.get(key))) throw new Failure("ConditionalCheckFailedException", "The conditional request failed");
+    table.items.delete(key);
+    return {};
+  },
+  UpdateItem: (body) => {
+    const table = tableOf(body.TableName);
+    const key = keyValue(table, body.Key);
+    const old = table.items.get(key);
+    if (!holds(body, old)) throw new Failure("ConditionalCheckFailedException", "The conditional request failed");
+    const match = /^\s*SET\s+(.+)$/i.exec(body.UpdateExpression ?? "");
+    if (!match) throw new Failure("ValidationException", "this stand-in takes UpdateExpression SET a = b, ... only");
+    const item = { ...(old ?? body.Key) };
+    for (const assignment of match[1].split(",")) {
+      const [name, value] = assignment.split("=").map((part) => part.trim());
+      item[name.startsWith("#") ? body.ExpressionAttributeNames[name] : name] = body.ExpressionAttributeValues[value];
+    }
+    table.items.set(key, item);
+    return {};
+  },
+};
+
+function tablesNamed(action, body) {
+  if (action === "TransactWriteItems") return body.TransactItems.map((entry) => Object.values(entry)[0]?.TableName);
+  if (action === "BatchWriteItem") return Object.entries(body.RequestItems).flatMap(([name, writes]) => writes.map(() => name));
+  return [body.TableName];
+}
+
+function apply(action, body) {
+  const named = tablesNamed(action, body);
+  count(named[0] ?? "", action, named.length);
+  const handler = ACTIONS[action];
+  if (handler === undefined) throw new Failure("UnknownOperationException", `${action} is not served by this stand-in`);
+  return handler(body);
+}
+
+// ---------------------------------------------------------------- HTTP
+
+function send(res, status, value) {
+  const text = JSON.stringify(value);
+  res.writeHead(status, { "Content-Type": "application/x-amz-json-1.0", "Content-Length": Buffer.byteLength(text),
+    "x-amzn-RequestId": `standin-${++requestIds}` });
+  res.end(text);
+}
+
+function answer(action, data) {
+  try {
+    return [200, apply(action, JSON.parse(data || "{}"))];
+  } catch (error) {
+    if (!(error instanceof Failure)) return [400, { __type: "com.amazon.coral.validate#ValidationException", message: String(error) }];
+    return [400, { __type: `com.amazonaws.dynamodb.v20120810#${error.code}`, message: error.message, ...error.extra }];
+  }
+}
+
+function stats(table) {
+  const pick = (map) => Object.fromEntries(table === null ? map : [[table, map.get(table) ?? {}]]);
+  return { delay_ms: delayMs, delayed, mean_added_ms: delayed ? addedSum / delayed : null, requests: pick(requests),
+    items: pick(carried) };
+}
+
+function control(res, url) {
+  const table = url.searchParams.get("table");
+  if (url.pathname === "/_bench/delay") {
+    delayMs = parseFloat(url.searchParams.get("ms") ?? "0") || 0;
+    delayed = 0;
+    addedSum = 0;
+    return send(res, 200, stats(table));
+  }
+  if (url.pathname === "/_bench/stats") return send(res, 200, stats(table));
+  if (url.pathname === "/_bench/create") {
+    tables.set(table, { key: "slot", ttl: null, items: new Map(), created: Date.now() / 1000 });
+    return send(res, 200, { ok: true });
+  }
+  if (url.pathname === "/_bench/forget") {
+    for (const map of [tables, requests, carried]) map.delete(table ?? "");
+    return send(res, 200, { ok: true });
+  }
+  send(res, 404, { error: "unknown control path" });
+}
+
+const server = http.createServer((req, res) => {
+  const chunks = [];
+  req.on("data", (chunk) => chunks.push(chunk));
+  req.on("end", () => {
+    if (req.url.startsWith("/_bench/")) return control(res, new URL(req.url, "http://standin"));
+    const action = String(req.headers["x-amz-target"] ?? "").split(".").pop();
+    const data = Buffer.concat(chunks).toString();
+    if (!(delayMs > 0)) return send(res, ...answer(action, data));
+    const half = delayMs / 2;
+    const began = performance.now();
+    setTimeout(() => {
+      const [status, value] = answer(action, data);
+      setTimeout(() => {
+        delayed += 1;
+        addedSum += performance.now() - began;
+        send(res, status, value);
+      }, half);
+    }, half);
+  });
+});
+server.keepAliveTimeout = 0; // idle connections stay open: the daemon's pool must not meet stale ones
+server.headersTimeout = 0;
+server.requestTimeout = 0;
+server.listen(port, "127.0.0.1", () => {
+  process.stdout.write(JSON.stringify({ port: server.address().port }) + "\n");
+});
+for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => process.exit(0));
