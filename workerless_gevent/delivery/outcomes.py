@@ -106,7 +106,7 @@ class Settler:
                         message.message_id, message.idempotency_key,
                         extra=fields(queue=queue.name, message_id=message.message_id, outcome="duplicate"))
             self.delete(queue, message)
-        if admission.later and not idempotency.health.is_holding:
+        if admission.later and idempotency.health.is_table_ready and not idempotency.health.is_holding:
             self.registry.count(queue.name, "IdempotencyInProgress", len(admission.later))
         for message, seconds in admission.later:
             logger.info("queue=%s message=%s key=%s is claimed elsewhere: visible again in %ds", queue.name,

@@ -85,6 +85,9 @@ class Idempotency:
             keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", deadline))
         if not keyed:
             return admission
+        if not self.health.is_table_ready and self.config.on_store_failure == "hold":  # a watcher's receive at start
+            admission.later.extend((message, 1) for message, _ in keyed.values())
+            return admission
         claims = [claim for _, claim in keyed.values()]
         try:
             verdicts = self.store.claim_all(claims)

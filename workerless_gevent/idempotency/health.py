@@ -12,7 +12,8 @@ from ..rules import backoff_seconds
 
 logger = logging.getLogger(__name__)
 
-MAX_HOLD_SECONDS = 30.0  # a failing table is tried again (one receive's claims) at least this often
+MAX_HOLD_SECONDS = 30.0
+TABLE_CHECK_SECONDS = 1.0  # a failing table is tried again (one receive's claims) at least this often
 
 
 class StoreHealth:
@@ -23,6 +24,7 @@ class StoreHealth:
         self.failing_since: float | None = None  # time.monotonic() of the first of them
         self.last_error = ""
         self.retry_at = 0.0  # time.monotonic() before which a holding queue receives nothing
+        self.is_table_ready = False  # the table exists (made if missing at start): claims may begin
 
     @property
     def is_holding(self) -> bool:
@@ -57,6 +59,8 @@ class StoreHealth:
 
     def problem(self) -> str:
         """Why a queue with a key delivers nothing now ('' while it may)."""
+        if not self.is_table_ready and self.config.on_store_failure == "hold":
+            return f"idempotency table {self.config.table} not usable yet: nothing delivered under a key until it is"
         if not self.is_holding or self.failing_since is None:
             return ""
         return (f"idempotency table {self.config.table} failing for {time.monotonic() - self.failing_since:.0f}s "
@@ -73,6 +77,8 @@ class StoreGate:
 
     def wait_seconds(self, has_work: bool) -> float:
         health = self.health
+        if not health.is_table_ready and health.config.on_store_failure == "hold":
+            return TABLE_CHECK_SECONDS  # the table maker wakes the poller once it is there
         return max(0.0, health.retry_at - time.monotonic()) if health.is_holding else 0.0
 
     def room(self) -> int:

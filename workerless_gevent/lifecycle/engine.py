@@ -122,12 +122,18 @@ class Engine:
         return QueueState(queue, target.messages_per_delivery, paused_seconds, flow=self.flows[queue.config.target],
                           window_seconds=window, fleet_gates=gates)
 
+    def make_table(self, idempotency: Idempotency) -> None:
+        """The idempotency table, created if missing (as the claims table is), before the first claim."""
+        table = Claims(self.clients.idempotency, idempotency.config.table, "")
+        if table.wait_until_usable(self.stopping, self.rng, "nothing is claimed under a key"):
+            idempotency.health.is_table_ready = True
+            self.poller.wake.set()
+
     def start(self) -> None:
         """The gates' checking loops, then the slots (which find every gated queue paused)."""
         self.start_gates()
-        if self.idempotency is not None:
-            self.table_maker = gevent.spawn(make_table, self.idempotency.config.table, self.clients.idempotency,
-                                            self.stopping, self.rng)
+        if self.idempotency is not None:  # queues with a key receive once it is usable (or deliver, unclaimed)
+            self.table_maker = gevent.spawn(self.make_table, self.idempotency)
             self.table_maker.link_exception(log_greenlet_failure)
         self.dispatcher = gevent.spawn(self.slots.dispatch)
         self.dispatcher.link_exception(log_greenlet_failure)
@@ -281,9 +287,3 @@ def build_idempotency(config: Config, clients: Clients, registry: Registry, rng:
     if clients.idempotency is None:  # never delivered without the claims the configuration asks for
         raise RuntimeError("idempotency_key is configured but no DynamoDB client was built")
     return Idempotency(config, IdempotencyStore(clients.idempotency, config.idempotency.table), registry.count, rng)
-
-
-def make_table(table: str, dynamodb: object, stopping: gevent.event.Event, rng: random.Random) -> None:
-    """The idempotency table, created if missing (as the claims table is); until it is usable the claims
-    fail, and queues with a key hold their messages (or deliver them without claims)."""
-    Claims(dynamodb, table, "").wait_until_usable(stopping, rng, "nothing is claimed under a key")
