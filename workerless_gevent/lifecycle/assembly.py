@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import gevent.event
 
 from ..aws.clients import Clients
 from ..config.model import Config, HttpTargetConfig, QueueConfig, TargetConfig
@@ -12,7 +15,10 @@ from ..delivery.payloads import PayloadStore, Preparer
 from ..delivery.queue import SqsQueue
 from ..errors import AWS_ERRORS, describe_error
 from ..errors import StartupError
+from ..idempotency.guard import Idempotency
+from ..idempotency.store import IdempotencyStore
 from ..metrics import Registry
+from ..periodic.claims import Claims
 from ..targets import QueueInfo, Target
 from ..targets.aws_lambda import LambdaTarget
 from ..targets.http import HttpTarget
@@ -76,3 +82,20 @@ def build_target(config: TargetConfig, clients: Clients, rng: random.Random, ca_
 
 def queue_info(queue: SqsQueue, clients: Clients) -> QueueInfo:
     return QueueInfo(name=queue.name, arn=queue.arn, region=clients.region, is_fifo=queue.config.is_fifo)
+
+
+def build_idempotency(config: Config, clients: Clients, registry: Registry, rng: random.Random) -> Idempotency | None:
+    if config.idempotency is None:
+        return None
+    if clients.idempotency is None:  # never delivered without the claims the configuration asks for
+        raise RuntimeError("idempotency_key is configured but no DynamoDB client was built")
+    return Idempotency(config, IdempotencyStore(clients.idempotency, config.idempotency.table), registry.count, rng)
+
+
+def make_table(idempotency: Idempotency, dynamodb: object, stopping: gevent.event.Event, rng: random.Random,
+               wake: Callable[[], None]) -> None:
+    """The idempotency table, created if missing (as the claims table is), before the first claim."""
+    table = Claims(dynamodb, idempotency.config.table, "")
+    if table.wait_until_usable(stopping, rng, "nothing is claimed under a key"):
+        idempotency.health.is_table_ready = True
+        wake()

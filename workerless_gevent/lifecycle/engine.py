@@ -28,15 +28,12 @@ from ..delivery.slots import Slots
 if TYPE_CHECKING:  # imported only with [tracing]
     from ..tracing.spans import Tracing
 from ..fleet.membership import Fleet
-from ..idempotency.guard import Idempotency
-from ..idempotency.store import IdempotencyStore
 from ..metrics import Registry
-from ..periodic.claims import Claims
 from ..observability.snapshot import TargetRow
 from ..supervision import log_greenlet_failure, spawn_supervised
 from ..targets import Target
 from ..targets.readiness import AppReadiness
-from .assembly import build_parts, queue_info
+from .assembly import build_idempotency, build_parts, make_table, queue_info
 
 logger = logging.getLogger(__name__)
 
@@ -122,18 +119,12 @@ class Engine:
         return QueueState(queue, target.messages_per_delivery, paused_seconds, flow=self.flows[queue.config.target],
                           window_seconds=window, fleet_gates=gates)
 
-    def make_table(self, idempotency: Idempotency) -> None:
-        """The idempotency table, created if missing (as the claims table is), before the first claim."""
-        table = Claims(self.clients.idempotency, idempotency.config.table, "")
-        if table.wait_until_usable(self.stopping, self.rng, "nothing is claimed under a key"):
-            idempotency.health.is_table_ready = True
-            self.poller.wake.set()
-
     def start(self) -> None:
         """The gates' checking loops, then the slots (which find every gated queue paused)."""
         self.start_gates()
         if self.idempotency is not None:  # queues with a key receive once it is usable (or deliver, unclaimed)
-            self.table_maker = gevent.spawn(self.make_table, self.idempotency)
+            self.table_maker = gevent.spawn(make_table, self.idempotency, self.clients.idempotency, self.stopping,
+                                            self.rng, self.poller.wake.set)
             self.table_maker.link_exception(log_greenlet_failure)
         self.dispatcher = gevent.spawn(self.slots.dispatch)
         self.dispatcher.link_exception(log_greenlet_failure)
@@ -279,11 +270,3 @@ class Engine:
 
     def wait_for_receives(self, since: float, limit_seconds: float, forced: gevent.event.Event) -> None:
         self.poller.wait_for_receives(self.draining, since, limit_seconds, forced)
-
-
-def build_idempotency(config: Config, clients: Clients, registry: Registry, rng: random.Random) -> Idempotency | None:
-    if config.idempotency is None:
-        return None
-    if clients.idempotency is None:  # never delivered without the claims the configuration asks for
-        raise RuntimeError("idempotency_key is configured but no DynamoDB client was built")
-    return Idempotency(config, IdempotencyStore(clients.idempotency, config.idempotency.table), registry.count, rng)
