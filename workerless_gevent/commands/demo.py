@@ -1,8 +1,9 @@
 """`workerless demo`: the daemon on an embedded AWS emulator, no account or credentials needed.
 
 Starts moto's server and a small local app on free loopback ports, creates the queues of
-conf/local.toml, enqueues sample messages on each priority and runs the real daemon against
-them, so the app's output shows the messages arriving in priority order. Ctrl-C, SIGTERM or
+conf/local.toml and their dead-letter queues, enqueues sample messages on each priority and runs
+the real daemon against them with its status page on, so the app's output shows the messages
+arriving in priority order and the operator's view is one click away. Ctrl-C, SIGTERM or
 SIGHUP (the terminal closing) stops it all: the daemon and the emulator run in sessions of their
 own, so nothing but this process can stop them.
 """
@@ -26,6 +27,7 @@ from gevent.pywsgi import WSGIServer
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: bin/, conf/
 SAMPLES = (("default", 4), ("submissions", 3), ("payments", 3))  # sent lowest priority first
+DEAD_LETTER_SUFFIX = "-dlq"  # conf/local.toml gives each queue its dead_letter_queue (the daemon warns without one)
 
 
 def run_demo() -> int:
@@ -46,13 +48,18 @@ def run_demo() -> int:
         enqueue_samples(sqs)
         if stop_requested.is_set():  # a signal while the emulator was starting
             return 0
+        status = f"127.0.0.1:{free_port()}"
         daemon = subprocess.Popen(
             [sys.executable, str(ROOT / "bin" / "workerless"), "-c", str(config),
-             f"--http=http://127.0.0.1:{app.server_port}/"],
+             f"--http=http://127.0.0.1:{app.server_port}/", f"--status={status}"],
             env=env, start_new_session=True,
         )
         say(f"daemon (pid {daemon.pid}) started with conf/local.toml (strict priority, concurrency 1); "
             "Ctrl-C stops everything")
+        say(f"status page: http://{status}/ (JSON at /status, Prometheus at /metrics)")
+        say("to use the command line on the emulator, in another terminal:")
+        say(f"  export AWS_ENDPOINT_URL={endpoint} AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo "
+            f"AWS_REGION={env['AWS_DEFAULT_REGION']}")
         while daemon.poll() is None and not stop_requested.wait(0.2):
             pass
         say("stopping")
@@ -64,10 +71,14 @@ def run_demo() -> int:
     return code
 
 
-def start_emulator() -> tuple[subprocess.Popen[bytes], str]:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return int(probe.getsockname()[1])
+
+
+def start_emulator() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     endpoint = f"http://127.0.0.1:{port}"
@@ -94,6 +105,7 @@ def demo_environment(endpoint: str) -> dict[str, str]:
 def enqueue_samples(sqs: Any) -> None:
     for queue, _ in SAMPLES:
         sqs.create_queue(QueueName=queue)
+        sqs.create_queue(QueueName=queue + DEAD_LETTER_SUFFIX)
     for queue, count in SAMPLES:
         url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
         for number in range(1, count + 1):
