@@ -1,0 +1,162 @@
+"""The generated reference pages: the command line from `cli.py`'s usage text (what docopt parses) with one
+description per command, and the configuration (`config/reference.py`). The docs site builds both at each
+build; `python -m workerless_gevent.commands.reference cli|configuration` prints one."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..config.loading import SCALAR_OPTIONS, SPECIAL_OPTIONS
+from ..config.reference import render_configuration
+from . import cli
+
+# The commands of the usage text ("run" is `workerless [options]`), each in a sentence or two.
+COMMANDS: dict[str, str] = {
+    "run": "Run the daemon: receive from the queues in the configured order, deliver each message to its target, "
+           "delete what succeeded and retry what failed, until SIGTERM or SIGINT (exit 0). SIGHUP reloads the "
+           "configuration file.",
+    "check": "Validate the configuration and print the effective configuration as JSON (exit 0, or 2 with one "
+             "line). `--online` also resolves every queue on AWS; `--iam` prints the least-privilege IAM policy "
+             "instead.",
+    "send": "Send one message to QUEUE (a name or URL), with BODY or standard input as its body, and print its "
+            "message id.",
+    "demo": "Run the daemon on an embedded local AWS emulator, with sample messages, a small app that prints "
+            "what it gets, and the status page: no account or credentials needed.",
+    "stats": "Print each configured queue's visible, in-flight and delayed messages and its dead-letter queue's "
+             "depth (`-c FILE`, or `--queues=a,b`: no target needed).",
+    "redrive": "Move a dead-letter queue's messages back to the queue each came from (`workerless.source_queue`), "
+               "or all to `--to=QUEUE`; a message is deleted from DLQ only once its copy was sent.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    names: tuple[str, ...]  # ("-c", "--config")
+    value: str  # "FILE", or "" for a switch
+    description: str
+
+    @property
+    def long(self) -> str:
+        return self.names[-1]
+
+
+def usage_lines() -> list[str]:
+    section = (cli.__doc__ or "").split("Usage:", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in section.strip().splitlines()]
+
+
+def command_of(usage: str) -> str | None:
+    """The command a usage line runs: its first word after `workerless` unless it is an option."""
+    words = usage.split()[1:]
+    if not words or words[0] == "[options]":
+        return "run"
+    return None if words[0].startswith("-") else words[0]
+
+
+def parse_options() -> list[Option]:
+    section = (cli.__doc__ or "").split("Options:", 1)[1].split("\n\n", 1)[0]
+    options: list[Option] = []
+    for line in section.splitlines():
+        match = re.match(r"  (-\S.*?)  +(\S.*)", line)
+        if match:
+            names = tuple(re.split(r"[ =]", name)[0] for name in match.group(1).split(", "))
+            value = match.group(1).split("=", 1)[1] if "=" in match.group(1) else ""
+            options.append(Option(names, value, match.group(2)))
+        elif line.strip() and options:
+            last = options[-1]
+            options[-1] = Option(last.names, last.value, f"{last.description} {line.strip()}")
+    return options
+
+
+def closing_text() -> str:
+    return " ".join((cli.__doc__ or "").split("Options:", 1)[1].split("\n\n", 1)[1].split())
+
+
+def render_cli() -> str:
+    return "\n".join(cli_lines()) + "\n"
+
+
+def cli_lines() -> Iterator[str]:
+    options = parse_options()
+    yield "# Command-line reference"
+    yield ""
+    summary = (cli.__doc__ or "").splitlines()[0].split(": ", 1)[1]
+    yield f"Generated from `workerless --help`. workerless: {summary}"
+    yield ""
+    yield "```text"
+    yield from (line for line in usage_lines())
+    yield "```"
+    for usage in usage_lines():
+        command = command_of(usage)
+        if command is None:
+            continue
+        yield ""
+        yield "## `workerless`: run" if command == "run" else f"## `workerless {command}`"
+        yield ""
+        yield f"`{usage}`"
+        yield ""
+        yield COMMANDS[command]
+        own = [option for option in options if option.description.startswith(command + ":")]
+        if own:
+            yield ""
+            yield "Its own options: " + ", ".join(f"`{option_text(option)}`" for option in own) + "."
+    yield ""
+    yield "## Options"
+    yield ""
+    yield "| option | description | environment variable | configuration key |"
+    yield "|---|---|---|---|"
+    for option in options:
+        yield (f"| `{option_text(option)}` | {option.description.replace('|', '&#124;')} | "
+               f"{variable_of(option)} | {config_key_of(option)} |")
+    yield ""
+    yield "## Settings, region and exit codes"
+    yield ""
+    yield closing_text()
+
+
+def option_text(option: Option) -> str:
+    return ", ".join(f"{name}={option.value}" if option.value and name.startswith("--") else
+                     f"{name} {option.value}" if option.value else name for name in option.names)
+
+
+def option_name(option: Option) -> str:
+    return option.long[2:].replace("-", "_")
+
+
+def variable_of(option: Option) -> str:
+    if option.long == "--config":
+        return "`WORKERLESS_CONFIG`"
+    return f"`WORKERLESS_{option_name(option).upper()}`" if option_name(option) in SCALAR_OPTIONS or \
+        option_name(option) in SPECIAL_OPTIONS else ""
+
+
+def config_key_of(option: Option) -> str:
+    keys = {"queues": ("queues[].name", "queues[].weight"), "http": ("targets.<name>.url",),
+            "function": ("targets.<name>.function",)}.get(option_name(option))
+    if keys is None and option_name(option) in SCALAR_OPTIONS:
+        keys = (".".join(SCALAR_OPTIONS[option_name(option)][0]),)
+    return ", ".join(f"[`{key}`](configuration.md#{slug(key)})" for key in keys or ())
+
+
+def slug(key: str) -> str:
+    """The anchor Python-Markdown's toc gives the heading of `key` (its default slugify)."""
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", key).strip().lower())
+
+
+def long_flags() -> set[str]:
+    return {name for option in parse_options() for name in option.names if name.startswith("--")}
+
+
+def render(page: str) -> str:
+    if page == "cli":
+        return render_cli()
+    if page == "configuration":
+        return render_configuration(long_flags())
+    raise SystemExit(f"usage: python -m {__name__} cli|configuration")
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render(sys.argv[1] if len(sys.argv) > 1 else ""))

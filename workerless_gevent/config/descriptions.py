@@ -1,0 +1,215 @@
+"""One description per configuration key, beside the dataclass field it fills and the rule `building.py`
+enforces, written declaratively so the reference can be generated and tests can hold both to the code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cron import PeriodicConfig, PeriodicTask
+from .fleet import FleetConfig
+from .idempotency import STORE_FAILURES, IdempotencyConfig
+from .model import (LOG_LEVELS, STRATEGIES, AwsConfig, Config, HttpTargetConfig, LambdaTargetConfig, PollingConfig,
+                    QueueConfig, TracingConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """An integer or number from `low` to `high` (no upper bound when None), as `schema.Table` checks it."""
+    low: float
+    high: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Choices:
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """`key` is spelt as errors spell it, with `[]` for any list item and `<name>` for any target's name."""
+    key: str
+    owner: type
+    field: str
+    description: str
+    rule: Range | Choices | None = None
+    allowed: str = ""  # the rule in words, where it is neither a range nor a list of choices
+    example: object = None  # a value building.py accepts, where the rule gives none
+
+
+def flow_keys(owner: type, overload: str) -> tuple[Key, ...]:
+    """The flow-control keys every target has."""
+    prefix = "targets.<name>."
+    return (
+        Key(prefix + "max_concurrency", owner, "max_concurrency", "Deliveries in flight to this target at most, "
+            "across the queues that use it. Unset: only `concurrency` caps it.", Range(1, 10000)),
+        Key(prefix + "rate_limit", owner, "rate_limit", "Deliveries per second to this target: a token bucket with "
+            "bursts of up to this many. Unset: no rate limit.", Range(0.01, 100000)),
+        Key(prefix + "fleet_max_concurrency", owner, "fleet_max_concurrency", "Deliveries in flight to this target "
+            "across every daemon of the fleet. Needs `[fleet]`.", Range(1, 100000)),
+        Key(prefix + "fleet_rate_limit", owner, "fleet_rate_limit", "Deliveries per second to this target across "
+            "every daemon of the fleet (burst = rate). Needs `[fleet]`.", Range(0.01, 1000000)),
+        Key(prefix + "overload", owner, "overload", overload, Choices(("backpressure", "failure"))),
+    )
+
+
+QUEUE_NAME_RULE = "1-80 letters, digits, `-` or `_` (plus `.fifo`)"
+TABLE_NAME_RULE = "a DynamoDB table name: 3-255 letters, digits, `_`, `-` or `.`"
+
+KEYS: tuple[Key, ...] = (
+    Key("name", Config, "name", "Turns CloudWatch metrics on, in the namespace `Workerless-<name>`. Unset: no "
+        "CloudWatch metrics.", allowed="letters, digits and `. - _ / #`, up to 200, not starting with `AWS/`",
+        example="my-app-production"),
+    Key("concurrency", Config, "concurrency", "Deliveries in flight at most, across all queues (Beanstalk: HTTP "
+        "connections).", Range(1, 10000)),
+    Key("shutdown_timeout", Config, "shutdown_timeout", "Seconds the deliveries in flight get after SIGTERM before "
+        "what is left is released back to SQS.", Range(0, 3600)),
+    Key("log_format", Config, "log_format", "`json` writes one JSON object per line, with each record's fields.",
+        Choices(("text", "json"))),
+    Key("log_level", Config, "log_level", "The lowest level logged.", Choices(LOG_LEVELS)),
+    Key("drain", Config, "drain", "Exit 0 once every queue came back empty from a long poll and nothing is in "
+        "flight.", allowed="true or false", example=True),
+    Key("max_messages", Config, "max_messages", "Exit after this many deliveries. Unset: no limit.", Range(1)),
+    Key("metrics.interval", Config, "metrics_interval", "Seconds between CloudWatch flushes; also the window "
+        "`Utilization` is averaged over and how often each queue's `Backlog` is read.", Range(1, 86400)),
+    Key("status.listen", Config, "status_listen", "Serve `/healthz`, `/readyz`, `/metrics`, `/status` and the "
+        "status page here. A bare port stays on loopback. Unset: no status server.",
+        allowed="`HOST:PORT` or `PORT`", example="127.0.0.1:9100"),
+    Key("status.unready_after", Config, "unready_after", "`/readyz` answers 503 once a queue's receives have "
+        "failed for this many seconds.", Range(1, 86400)),
+    Key("polling.strategy", PollingConfig, "strategy", "The order queues are served in: strict priority (the "
+        "order of `[[queues]]`), weighted by `weight`, random, or round-robin.", Choices(STRATEGIES)),
+    Key("polling.poll_for", PollingConfig, "poll_for", "Long-poll seconds while a queue is empty: one request per "
+        "idle queue per `poll_for`; an idle stop takes up to this long.", Range(1, 20)),
+    Key("polling.sleep", PollingConfig, "sleep", "Seconds to pause after an empty long poll.", Range(0, 3600)),
+    Key("polling.batch_size", PollingConfig, "batch_size", "Messages per `ReceiveMessage`.", Range(1, 10)),
+    Key("queues[].name", QueueConfig, "name", "The queue's name. Required unless `url` is given (then its last "
+        "path segment). Queues are listed in priority order.", allowed=QUEUE_NAME_RULE, example="payments"),
+    Key("queues[].url", QueueConfig, "url", "The queue's URL, instead of resolving `name` with `GetQueueUrl`.",
+        allowed="an http(s) queue URL", example="https://sqs.eu-west-1.amazonaws.com/123456789012/payments"),
+    Key("queues[].weight", QueueConfig, "weight", "Weight for the `weighted` strategy.", Range(1, 1000)),
+    Key("queues[].target", QueueConfig, "target", "The `[targets.<name>]` this queue delivers to.",
+        allowed="a name defined in `[targets]`", example="default"),
+    Key("queues[].visibility_timeout", QueueConfig, "visibility_timeout", "Seconds a received message stays "
+        "hidden; extended by the heartbeat while its delivery runs.", Range(1, 43200)),
+    Key("queues[].error_visibility_timeout", QueueConfig, "error_visibility_timeout", "Seconds before a failed "
+        "message is retried (Beanstalk: error visibility timeout).", Range(0, 43200)),
+    Key("queues[].backoff", QueueConfig, "backoff", "`exponential`: `error_visibility_timeout` x 2^(receives-1), "
+        "capped at 12 hours.", Choices(("constant", "exponential"))),
+    Key("queues[].max_retries", QueueConfig, "max_retries", "Receives before a failed message is sent to "
+        "`dead_letter_queue`.", Range(1, 1000)),
+    Key("queues[].dead_letter_queue", QueueConfig, "dead_letter_queue", "Where a message goes after "
+        "`max_retries` failed receives, with `workerless.*` attributes. Unset: the queue's own SQS redrive policy "
+        "applies.", allowed=QUEUE_NAME_RULE + "; not a polled queue", example="payments-dlq"),
+    Key("queues[].retention_period", QueueConfig, "retention_period", "Messages older than this (seconds since "
+        "sent) are deleted undelivered and counted as expired.", Range(60, 1209600)),
+    Key("queues[].max_concurrency", QueueConfig, "max_concurrency", "Deliveries in flight from this queue at most, "
+        "inside `concurrency`. Unset: no cap.", Range(1, 10000)),
+    Key("queues[].fleet_max_concurrency", QueueConfig, "fleet_max_concurrency", "Deliveries in flight from this "
+        "queue across every daemon of the fleet. Needs `[fleet]`.", Range(1, 100000)),
+    Key("queues[].filter", QueueConfig, "filter", "Lambda filter criteria: a message that matches none is deleted "
+        "undelivered (counted `Filtered`). Unset: every message is delivered.",
+        allowed="a JSON pattern string, or a list of 1 to 5", example='{"body": {"kind": ["order"]}}'),
+    Key("queues[].sns", QueueConfig, "sns", "`unwrap`: deliver an SNS envelope's `Message` and its attributes, as "
+        "raw message delivery would.", Choices(("raw", "unwrap"))),
+    Key("queues[].large_payloads", QueueConfig, "large_payloads", "Fetch the S3 payload of the AWS SQS extended "
+        "clients' pointer before delivery.", allowed="true or false", example=True),
+    Key("queues[].delete_payloads", QueueConfig, "delete_payloads", "Delete the S3 object after a successful "
+        "delivery. Needs `large_payloads = true`.", allowed="true or false", example=False),
+    Key("queues[].idempotency_key", QueueConfig, "idempotency_key", "Turns idempotent delivery on for the queue: "
+        "a copy of a message whose key already succeeded is deleted undelivered. Unset: at least once.",
+        allowed="`message_id`, `dedup_id` (FIFO), `attribute:NAME` or `body:PATH`", example="body:order.id"),
+    Key("targets.<name>.type", HttpTargetConfig, "type", "An HTTP target: one POST per message, as aws-sqsd "
+        "sends.", Choices(("http", "lambda"))),
+    Key("targets.<name>.url", HttpTargetConfig, "url", "Where each message is POSTed (Beanstalk: HTTP path). A "
+        "`beanstalk.sqsd.path` message attribute replaces the path. Required.",
+        allowed="an `http://` or `https://` URL with a host", example="http://127.0.0.1:8080/"),
+    Key("targets.<name>.content_type", HttpTargetConfig, "content_type", "The `Content-Type` of every POST "
+        "(Beanstalk: MIME type).", allowed="a non-empty string", example="application/json"),
+    Key("targets.<name>.connect_timeout", HttpTargetConfig, "connect_timeout", "Seconds to wait for a connection.",
+        Range(1, 60)),
+    Key("targets.<name>.inactivity_timeout", HttpTargetConfig, "inactivity_timeout", "Seconds to wait for the "
+        "answer; no answer is a failure.", Range(1, 1800)),
+    Key("targets.<name>.max_connections", HttpTargetConfig, "max_connections", "Connections to the app at most "
+        "(Beanstalk: HTTP connections).", Range(1, 10000)),
+    Key("targets.<name>.keepalive_idle", HttpTargetConfig, "keepalive_idle", "Seconds a kept-alive connection "
+        "may sit idle before it is closed: keep it below the app server's own idle timeout.", Range(0, 3600)),
+    Key("targets.<name>.ready_path", HttpTargetConfig, "ready_path", "Receive nothing for this target's queues "
+        "until `GET` of this path on the url's host and port answers 2xx. Unset: no check.",
+        allowed="a path starting with `/`", example="/health"),
+    Key("targets.<name>.signing_secret_env", HttpTargetConfig, "signing_secret_env", "The environment variable "
+        "holding the secret that signs each POST (`X-Workerless-Signature`). Unset: unsigned.",
+        allowed="the name of a variable that is set and not empty", example="WORKERLESS_SIGNING_SECRET"),
+    Key("targets.<name>.headers", HttpTargetConfig, "headers", "Extra headers on every POST; `${VAR}` is filled "
+        "from the environment at start. Values are never logged.",
+        allowed="a table of header names to strings; not the daemon's own headers", example={"X-Tenant": "acme"}),
+    *flow_keys(HttpTargetConfig, "429 or 503 without `Retry-After`: `backpressure` halves the target's in-flight "
+               "limit and the attempt does not count toward `max_retries`; `failure` counts it as a failure."),
+    Key("targets.<name>.type", LambdaTargetConfig, "type", "A Lambda target: messages received together go into "
+        "one `Invoke` with Lambda's own SQS event.", Choices(("http", "lambda"))),
+    Key("targets.<name>.function", LambdaTargetConfig, "function", "The function's name or ARN. Required.",
+        allowed="a non-empty string", example="billing-fn"),
+    Key("targets.<name>.qualifier", LambdaTargetConfig, "qualifier", "An alias or version to invoke.",
+        allowed="a non-empty string", example="live"),
+    Key("targets.<name>.batch_size", LambdaTargetConfig, "batch_size", "Records per invocation (never over 6 MB); "
+        "up to 10000 with `max_batching_window` > 0 (not on FIFO queues).", Range(1, 10)),
+    Key("targets.<name>.timeout", LambdaTargetConfig, "timeout", "Seconds an invocation may take.", Range(1, 900)),
+    Key("targets.<name>.max_batching_window", LambdaTargetConfig, "max_batching_window", "Seconds to wait to fill "
+        "`batch_size` records from several receives of one queue (not on FIFO queues).", Range(0, 300)),
+    *flow_keys(LambdaTargetConfig, "A throttle: `backpressure` halves the target's in-flight limit and the attempt "
+               "does not count toward `max_retries`; `failure` counts it as a failure."),
+    Key("aws.region", AwsConfig, "region", "The AWS region, first in the region chain (then `AWS_REGION`, "
+        "`AWS_DEFAULT_REGION`, the profile, ECS or EC2 metadata). There is no default region.",
+        allowed="an AWS region name", example="eu-west-1"),
+    Key("aws.endpoint_url", AwsConfig, "endpoint_url", "One endpoint for every AWS service (a local emulator). "
+        "Unset: botocore's (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_SQS`, ...).", allowed="a URL",
+        example="http://127.0.0.1:4566"),
+    Key("aws.profile", AwsConfig, "profile", "The AWS profile of the config files. Unset: `AWS_PROFILE` or the "
+        "default chain.", allowed="a profile in the AWS config files", example="default"),
+    Key("aws.ca_bundle", AwsConfig, "ca_bundle", "PEM file of the CAs that AWS endpoints and `https://` targets "
+        "are verified against, relative to the config file. Unset: `AWS_CA_BUNDLE`, else botocore's bundle (the "
+        "system's CAs for targets).", allowed="a file that exists", example="certs/ca.pem"),
+    Key("periodic.file", PeriodicConfig, "file", "A Beanstalk `cron.yaml`, read unchanged, relative to the config "
+        "file. Either this or `[[periodic.tasks]]`.", allowed="a readable cron.yaml", example="cron.yaml"),
+    Key("periodic.queue", PeriodicConfig, "queue", "The queue scheduled messages are sent to. Required.",
+        allowed="one of the `[[queues]]`", example="payments"),
+    Key("periodic.claims_table", PeriodicConfig, "claims_table", "DynamoDB table in which each instance claims "
+        "each slot, so exactly one sends it; created on demand. Needed when more than one instance runs.",
+        allowed=TABLE_NAME_RULE, example="workerless-cron"),
+    Key("periodic.tasks", PeriodicConfig, "tasks", "Inline tasks, with the keys of `cron.yaml` entries.",
+        allowed="a list of tables", example=[{"name": "report", "url": "/report", "schedule": "@daily"}]),
+    Key("periodic.tasks[].name", PeriodicTask, "name", "The task's name (`X-Aws-Sqsd-Taskname`), unique.",
+        allowed="a non-empty string", example="nightly-report"),
+    Key("periodic.tasks[].url", PeriodicTask, "url", "The path the task's POST goes to.",
+        allowed="a path on the local app", example="/tasks/nightly-report"),
+    Key("periodic.tasks[].schedule", PeriodicTask, "schedule", "When, in UTC.",
+        allowed="a 5-field crontab line or a macro such as `@daily`", example="0 23 * * *"),
+    Key("fleet.table", FleetConfig, "table", "DynamoDB table (key `slot`) the fleet-wide limits live in; created "
+        "if missing. Required.", allowed=TABLE_NAME_RULE, example="workerless-fleet"),
+    Key("fleet.name", FleetConfig, "name", "Daemons with the same table and name share the limits. Required.",
+        allowed="1-100 printable characters", example="orders"),
+    Key("fleet.lease", FleetConfig, "lease", "Seconds a daemon's share lives without renewal: about 3 writes per "
+        "lease per limit while busy.", Range(3, 120)),
+    Key("idempotency.table", IdempotencyConfig, "table", "DynamoDB table (key `slot`) of the claims of idempotent "
+        "delivery; created if missing.", allowed=TABLE_NAME_RULE, example="workerless-idempotency"),
+    Key("idempotency.expires_after", IdempotencyConfig, "expires_after", "Seconds a success is remembered.",
+        Range(60, 31_536_000)),
+    Key("idempotency.on_store_failure", IdempotencyConfig, "on_store_failure", "While DynamoDB fails: `hold` "
+        "delivers nothing under a key; `deliver` falls back to at least once, with a WARNING.",
+        Choices(STORE_FAILURES)),
+    Key("tracing.exporter", TracingConfig, "exporter", "A span per delivery over OTLP/HTTP; the endpoint and the "
+        "rest come from the `OTEL_*` variables. Needs the extra `otel`.", Choices(("otlp",))),
+)
+
+# Fields no TOML key sets, and where their value comes from.
+NOT_KEYS: dict[tuple[type, str], str] = {
+    (Config, "source"): "the configuration file's path, or `command line`",
+    (Config, "polling"): "the `[polling]` table", (Config, "queues"): "the `[[queues]]` tables",
+    (Config, "targets"): "the `[targets.<name>]` tables", (Config, "aws"): "the `[aws]` table",
+    (Config, "periodic"): "the `[periodic]` table", (Config, "fleet"): "the `[fleet]` table",
+    (Config, "idempotency"): "the `[idempotency]` table", (Config, "tracing"): "the `[tracing]` table",
+    (HttpTargetConfig, "name"): "the target's table name", (LambdaTargetConfig, "name"): "the target's table name",
+    (HttpTargetConfig, "signing_secret"): "the value of the variable `signing_secret_env` names",
+    (TracingConfig, "max_queue_size"): "`OTEL_BSP_MAX_QUEUE_SIZE` (default 2048 spans)",
+    (TracingConfig, "max_export_batch_size"): "`OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (default 512 spans)",
+    (TracingConfig, "schedule_delay_seconds"): "`OTEL_BSP_SCHEDULE_DELAY` in milliseconds (default 5000)",
+}

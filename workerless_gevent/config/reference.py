@@ -1,0 +1,147 @@
+"""The configuration reference page, generated from the dataclasses (types, defaults), `descriptions.KEYS`
+(what each key does and its rule) and `loading.SCALAR_OPTIONS` (variables and flags), so it cannot drift.
+`python -m workerless_gevent.commands.reference configuration` prints it, as the docs site builds it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Collection, Iterator
+
+from .cron import PeriodicConfig, PeriodicTask
+from .descriptions import KEYS, NOT_KEYS, Choices, Key, Range
+from .fleet import FleetConfig
+from .idempotency import IdempotencyConfig
+from .loading import SCALAR_OPTIONS
+from .model import AwsConfig, Config, HttpTargetConfig, LambdaTargetConfig, PollingConfig, QueueConfig, TracingConfig
+
+# (heading, owner, key prefix, what the table is)
+SECTIONS: tuple[tuple[str, type, str, str], ...] = (
+    ("Top level", Config, "", "Keys at the top of the file, before any table."),
+    ("[metrics]", Config, "metrics.", "CloudWatch metrics: on when the top-level `name` is set."),
+    ("[status]", Config, "status.", "The status server: health probes, Prometheus metrics and the status page."),
+    ("[polling]", PollingConfig, "polling.", "How queues are received from."),
+    ("[[queues]]", QueueConfig, "queues[].", "One table per queue, listed in priority order. Errors count them "
+     "from 0: `queues[1].weight` is the second queue's weight."),
+    ("[targets.NAME] (HTTP)", HttpTargetConfig, "targets.<name>.", "A target with `type = \"http\"`: the "
+     "aws-sqsd contract. A queue uses `[targets.default]` unless its `target` names another."),
+    ("[targets.NAME] (Lambda)", LambdaTargetConfig, "targets.<name>.", "A target with `type = \"lambda\"`."),
+    ("[aws]", AwsConfig, "aws.", "Optional: botocore's own chain applies to whatever is not set here."),
+    ("[periodic]", PeriodicConfig, "periodic.", "Periodic tasks, as a Beanstalk worker's `cron.yaml` defines "
+     "them."),
+    ("[[periodic.tasks]]", PeriodicTask, "periodic.tasks[].", "Inline tasks; a `cron.yaml` entry has the same "
+     "keys."),
+    ("[fleet]", FleetConfig, "fleet.", "Fleet-wide limits: required by any `fleet_*` key."),
+    ("[idempotency]", IdempotencyConfig, "idempotency.", "Idempotent delivery, for the queues with an "
+     "`idempotency_key`; these defaults apply when the table is not written."),
+    ("[tracing]", TracingConfig, "tracing.", "OpenTelemetry tracing; off unless the table is written."),
+)
+
+
+def render_configuration(flags: Collection[str]) -> str:
+    """`flags`: the long options the command line takes (a variable may have no flag: --shutdown-timeout)."""
+    return "\n".join(configuration_lines(flags)) + "\n"
+
+
+def configuration_lines(flags: Collection[str]) -> Iterator[str]:
+    yield "# Configuration reference"
+    yield ""
+    yield ("Every key of the TOML file, generated from the code that reads it. Settings are applied in this "
+           "order, each overriding the one before: the defaults below, the TOML file (`-c FILE` or "
+           "`WORKERLESS_CONFIG`), the `WORKERLESS_*` environment variables, then the command-line flags. A bad "
+           "value stops the daemon before any AWS request with one line naming the file, the key and the value, "
+           "and exit status 2 (see [Troubleshooting](../troubleshooting.md#configuration-errors)).")
+    for heading, owner, prefix, intro in SECTIONS:
+        yield ""
+        yield f"## {heading}"
+        yield ""
+        yield intro
+        for key in KEYS:
+            rest = key.key[len(prefix):]
+            if key.owner is owner and key.key.startswith(prefix) and "[]" not in rest and "." not in rest:
+                yield from key_lines(key, flags)
+    yield ""
+    yield "## Set elsewhere"
+    yield ""
+    yield "Fields of the configuration that no key of the file sets:"
+    yield ""
+    for (owner, field), source in NOT_KEYS.items():
+        if not source.startswith("the `["):
+            yield f"- `{owner.__name__}.{field}`: {source}."
+
+
+def key_lines(key: Key, flags: Collection[str]) -> Iterator[str]:
+    yield ""
+    yield f"### `{key.key}`"
+    yield ""
+    yield key.description
+    yield ""
+    facts = [f"**Type** {type_of(key)}", f"**Default** {default_of(key)}", f"**Allowed** {allowed_of(key)}"]
+    overrides = overrides_of(key, flags)
+    if overrides:
+        facts.append("**Environment / flag** " + overrides)
+    yield " · ".join(facts)
+
+
+def field_of(key: Key) -> dataclasses.Field[object]:
+    return next(field for field in dataclasses.fields(key.owner) if field.name == key.field)
+
+
+def type_of(key: Key) -> str:
+    annotation = str(field_of(key).type)
+    for start, name in (("bool", "boolean"), ("int", "integer"), ("float", "number"), ("tuple[Pattern", "string or "
+                        "list of strings"), ("Mapping", "table"), ("tuple[PeriodicTask", "list of tables")):
+        if annotation.startswith(start):
+            return name
+    return "string"
+
+
+def default_of(key: Key) -> str:
+    field = field_of(key)
+    if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+        return "required"
+    if key.key.endswith(".type"):
+        return "required"
+    if field.default_factory is not dataclasses.MISSING:
+        return "none"
+    return "unset" if field.default is None else f"`{toml_value(field.default)}`"
+
+
+def allowed_of(key: Key) -> str:
+    if isinstance(key.rule, Range):
+        low, high = number_text(key.rule.low), key.rule.high
+        return f"{low} or more" if high is None else f"{low} to {number_text(high)}"
+    if isinstance(key.rule, Choices):
+        return ", ".join(f"`{json.dumps(value)}`" for value in key.rule.values)
+    return key.allowed
+
+
+def overrides_of(key: Key, flags: Collection[str]) -> str:
+    """The variables and flags that set the key; --queues and the two target flags set several at once."""
+    path = tuple(key.key.split("."))
+    options = [option for option, (option_path, _) in SCALAR_OPTIONS.items() if option_path == path]
+    if key.key in ("queues[].name", "queues[].weight"):
+        options.append("queues")
+    if key.key == "targets.<name>.url":
+        options.append("http")
+    if key.key == "targets.<name>.function":
+        options.append("function")
+    texts = [f"`WORKERLESS_{option.upper()}`" + (f", `{flag}`" if flag in flags else "")
+             for option in options for flag in ["--" + option.replace("_", "-")]]
+    if "queues" in options:
+        texts[-1] += " (`NAME[:WEIGHT],...`)"
+    if "http" in options or "function" in options:
+        texts[-1] += " (the `default` target)"
+    return "; ".join(texts)
+
+
+def toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return number_text(value)
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
