@@ -26,10 +26,18 @@ stall of 0.5-2 s then forwarded or reset. The feeder still sends straight to fau
 adds the proxy's requests and faults by action and kind. `--no-kills` keeps one daemon for the
 whole run, so RSS at the start and at the end are those of one process under faults.
 
+With `--idempotency` the queue gets `idempotency_key = "message_id"` and an [idempotency] table on moto's
+DynamoDB (bench/dynamodb.py; AWS_ENDPOINT_URL_DYNAMODB, SQS stays on fauxqs); `--idempotency=standin` puts
+the table on bench/dynamodb_standin.mjs instead. The report then explains each duplicate: when the sink
+answered each of its 2xx, which daemon was running then, and how long before that daemon's signal (a SIGKILL
+between the app's answer and the `completed` write is the window idempotency cannot close). moto copies the
+whole table on every TransactWriteItems (and its memory grows by megabytes per item): past about 1,000 items
+its claims fall behind a few messages a second, so keep moto runs to about 1,000 messages at --rate=5.
+
 Options: --messages=N --rate=N (0 = load everything first) --failure-rate=F --concurrency=N
 --sink-delay-ms=MS --visibility-timeout=S --min-restart=S --max-restart=S --warmup=S --seed=N
 --timeout=S --daemon-arg=ARG (repeatable, e.g. --daemon-arg=--log-level=DEBUG) --json=PATH (default bench/results/soak-latest.json)
---sqs-faults=SHARE (0 = no proxy) --sqs-fault-actions=A,B,... --no-kills.
+--sqs-faults=SHARE (0 = no proxy) --sqs-fault-actions=A,B,... --no-kills --idempotency.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness
+from dynamodb import MotoDynamo
 from harness import RESULTS, ROOT, Sqs, Worker, log, proc_status_kb, unique, worker_env
 from sqs_chaos import RUNTIME_ACTIONS, SqsChaos
 
@@ -63,12 +72,14 @@ class Ledger:
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.successes: dict[int, int] = {}  # n -> 2xx answers
+        self.answered_at: dict[int, list[float]] = {}  # n -> time.monotonic() of each 2xx
+        self.keys: dict[int, str] = {}  # n -> its X-Workerless-Idempotency-Key (the message id), when it has one
         self.failures: dict[int, int] = {}  # n -> 5xx answers
         self.deliveries = 0
         self.redeliveries_after_failure = 0
         self.unparsable = 0
 
-    def judge(self, body: bytes) -> int:
+    def judge(self, body: bytes, key: str | None = None) -> int:
         try:
             number = int(json.loads(body)["n"])
         except (ValueError, KeyError, TypeError):
@@ -83,6 +94,9 @@ class Ledger:
                 self.failures[number] = self.failures.get(number, 0) + 1
                 return 500
             self.successes[number] = self.successes.get(number, 0) + 1
+            self.answered_at.setdefault(number, []).append(time.monotonic())
+            if key:
+                self.keys[number] = key
             return 200
 
     def delivered(self) -> int:
@@ -110,7 +124,7 @@ class SinkHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         server: Any = self.server
-        status = server.ledger.judge(body)
+        status = server.ledger.judge(body, self.headers.get("X-Workerless-Idempotency-Key"))
         if server.delay_s:
             time.sleep(server.rng.uniform(0, 2 * server.delay_s))
         self.send_response(status)
@@ -196,6 +210,8 @@ class Life:
     label: str
     started: float
     ended_by: str = ""  # SIGKILL | SIGTERM | final SIGTERM | crashed
+    launched: float = 0.0  # time.monotonic() when its process was started (`started`: once it was up)
+    signalled: float | None = None  # time.monotonic() of the signal that ended it
     exit_code: int | None = None
     seconds: float = 0.0
     stop_seconds: float | None = None  # SIGTERM to exit
@@ -209,8 +225,12 @@ class Life:
 LIFE_FIELDS = [name for name in Life.__dataclass_fields__ if name != "worker"]
 
 
-def soak_config(path: Path, queue: str, sink_url: str, concurrency: int, visibility_timeout: int) -> Path:
+def soak_config(path: Path, queue: str, sink_url: str, concurrency: int, visibility_timeout: int,
+                table: str | None = None) -> Path:
+    """With `table`, the queue's deliveries are idempotent by message id, remembered in that DynamoDB table."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    key = 'idempotency_key = "message_id"\n' if table else ""
+    store = f'\n[idempotency]\ntable = "{table}"\n' if table else ""
     path.write_text(f"""concurrency = {concurrency}
 shutdown_timeout = 10
 
@@ -221,12 +241,21 @@ poll_for = 5
 name = "{queue}"
 visibility_timeout = {visibility_timeout}
 error_visibility_timeout = 1
-
+{key}
 [targets.default]
 type = "http"
 url = "{sink_url}/work"
-""")
+{store}""")
     return path
+
+
+def dynamodb_store(store: str | None, table: str | None) -> MotoDynamo | harness.NodeService | None:
+    """moto with the table made, or the stand-in (the daemon makes the table there), or none."""
+    if store is None or table is None:
+        return None
+    if store == "moto":
+        return MotoDynamo(table)
+    return harness.NodeService("dynamodb_standin", "dynamodb_standin.mjs")
 
 
 class Soak:
@@ -244,8 +273,10 @@ class Soak:
         self.endpoint = self.chaos.url if self.chaos is not None else self.fauxqs.url
         self.ledger = Ledger(options.failure_rate, options.seed)
         self.sink = Sink(self.ledger, options.sink_delay_ms, options.seed)
+        self.table = f"{self.run_id}-idempotency" if options.idempotency else None
+        self.dynamodb = dynamodb_store(options.idempotency, self.table)
         self.config = soak_config(RESULTS / "conf" / f"{self.run_id}.toml", self.run_id, self.sink.url,
-                                  options.concurrency, options.visibility_timeout)
+                                  options.concurrency, options.visibility_timeout, self.table)
         self.lives: list[Life] = []
 
     def close(self) -> None:
@@ -257,14 +288,21 @@ class Soak:
             self.chaos.stop()
         self.sqs.delete(self.url)
         self.fauxqs.stop()
+        if self.dynamodb is not None:
+            self.dynamodb.stop()
 
     def start_life(self) -> Life:
         index = len(self.lives)
         label = f"{self.run_id}-{index}"
         argv = [sys.executable, str(ROOT / "bin" / "workerless"), "-c", str(self.config), *self.options.daemon_arg]
-        worker = Worker("daemon", label, argv, worker_env(self.endpoint)).start()
+        launched = time.monotonic()
+        env = worker_env(self.endpoint)
+        if self.dynamodb is not None:
+            env["AWS_ENDPOINT_URL_DYNAMODB"] = self.dynamodb.url
+        worker = Worker("daemon", label, argv, env).start()
         worker.wait_started(timeout=60)
-        life = Life(index, label, time.monotonic(), delivered_at_start=self.ledger.delivered(), worker=worker)
+        life = Life(index, label, time.monotonic(), launched=launched, delivered_at_start=self.ledger.delivered(),
+                    worker=worker)
         self.lives.append(life)
         return life
 
@@ -273,7 +311,7 @@ class Soak:
         assert worker is not None
         life.rss_end_kb = proc_status_kb(worker.pid, "VmRSS") or life.rss_end_kb
         signum = signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM
-        signalled = time.monotonic()
+        signalled = life.signalled = time.monotonic()
         worker.signal(signum)
         code = worker.wait(30)
         if code is None:
@@ -374,9 +412,30 @@ class Soak:
             "rss_end_vs_start": round(end / warm, 3) if warm and end else None,
             "rss_growth_within_a_life_max": round(max(ratios), 3) if ratios else None,
             "sqs_faults": self.chaos.report() if self.chaos is not None else None,
+            "idempotency_table": self.table,
+            "duplicate_causes": duplicate_causes(self.ledger, lives, started),
             "settings": {key: value for key, value in vars(options).items() if key != "json"},
             "lives": [{name: getattr(life, name) for name in LIFE_FIELDS} for life in lives],
         }
+
+
+def duplicate_causes(ledger: Ledger, lives: list[Life], started: float) -> list[dict[str, Any]]:
+    """Each message answered 2xx more than once: when each answer came (seconds into the run), the daemon last
+    launched before it, how that one ended and how many seconds after the answer its signal came (negative: the
+    answer came while a SIGTERM drained it, or the sink had read the request before a SIGKILL)."""
+    causes = []
+    with ledger.lock:
+        repeated = {n: list(times) for n, times in ledger.answered_at.items() if len(times) > 1}
+    for number, times in sorted(repeated.items()):
+        answers = []
+        for at in times:
+            life = next((life for life in reversed(lives) if life.launched <= at), None)
+            answers.append({"at": round(at - started, 3), "daemon": life.label if life else None,
+                            "ended_by": life.ended_by if life else None,
+                            "signal_after_seconds": round(life.signalled - at, 3)
+                            if life and life.signalled else None})
+        causes.append({"n": number, "key": ledger.keys.get(number), "answers": answers})
+    return causes
 
 
 def print_summary(result: dict[str, Any]) -> None:
@@ -391,6 +450,10 @@ def print_summary(result: dict[str, Any]) -> None:
         f"{result['rss_growth_within_a_life_max']}")
     log(f"  every SIGTERM exited 0: {result['sigterm_exit_codes_all_0']} "
         f"(slowest stop {result['sigterm_stop_seconds_max']:.1f}s)")
+    for cause in result.get("duplicate_causes", []):
+        log(f"  duplicate n={cause['n']}: " + "; ".join(
+            f"2xx at {a['at']}s in {a['daemon']} (ended by {a['ended_by']} {a['signal_after_seconds']}s later)"
+            for a in cause["answers"]))
     faults = result.get("sqs_faults")
     if faults:
         log(f"  SQS faults: {faults['faults_total']} of {sum(faults['requests'].values())} requests "
@@ -419,6 +482,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="comma-separated SQS actions that get faults (default: every call a running daemon makes)")
     parser.add_argument("--kills", action=argparse.BooleanOptionalAction, default=True,
                         help="SIGKILL/SIGTERM and restart the daemon every --min-restart to --max-restart s")
+    parser.add_argument("--idempotency", nargs="?", const="moto", choices=("moto", "standin"),
+                        help='idempotency_key = "message_id" on the queue, its table on moto\'s DynamoDB '
+                             "(or bench/dynamodb_standin.mjs)")
     parser.add_argument("--json", type=Path, default=RESULTS / "soak-latest.json")
     return parser.parse_args(argv)
 
