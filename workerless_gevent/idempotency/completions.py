@@ -25,11 +25,10 @@ from .store import Claim, IdempotencyStore
 logger = logging.getLogger(__name__)
 
 BATCH = 25  # BatchWriteItem's limit
-FILL_SECONDS = 0.02  # a success waits this long for others to share its write: its message stays hidden meanwhile
 # BatchWriteItems on their way at once. Each holds 25 successes for a round trip, which on a busy daemon is
-# DynamoDB's plus the wait for the hub (22-53 ms at a 10 ms DynamoDB round trip in bench/idempotency.py):
-# with 4, all were busy most of the time and up to 561 successes waited at 2,100 deliveries a second, their
-# deletes with them; with 16 they never were all busy there.
+# DynamoDB's time plus the wait for the hub (30-45 ms at a 10 ms DynamoDB round trip in bench/idempotency.py):
+# 4 wrote about 2,500 a second, fewer than were delivered, and the successes waiting to be written (their
+# deletes with them) grew without end; 16 never all busy there.
 MAX_IN_FLIGHT = 16
 RETRY_CAP_SECONDS = 5.0
 DEADLINE_MARGIN_SECONDS = 1.0  # the delete must still reach SQS before the message is visible again
@@ -57,17 +56,18 @@ class Completions:
         self.pending: list[Success] = []
         self.has_new = gevent.event.Event()
         self.senders = gevent.pool.Pool(MAX_IN_FLIGHT)
+        self.writing = 0  # BatchWriteItems on their way
         self.flusher: gevent.Greenlet | None = None
 
     def add(self, message: Message, claim: Claim, delete: Callable[[], None]) -> None:
         self.pending.append(Success(message, claim, delete))
-        if len(self.pending) >= BATCH:
+        if not self.writing or len(self.pending) >= BATCH:
             self.has_new.set()
         if self.flusher is None:
             self.flusher = gevent.spawn(self._flush)
 
     def left(self) -> int:
-        return len(self.pending) + len(self.senders)
+        return len(self.pending) + self.writing
 
     def drain(self, timeout_seconds: float) -> None:
         """At stop: write what is pending now; what is still unwritten at the end is deleted all the same."""
@@ -80,25 +80,36 @@ class Completions:
         self.pending = []
 
     def _flush(self) -> None:
+        """A success goes out at once when no write is on its way; behind one, successes gather into a batch
+        until it ends (or 25 are waiting). The window in which a kill after the app's answer leaves the key
+        `in progress` (and the message to be delivered again) is then one DynamoDB round trip, not a wait to
+        fill a batch, and a busy daemon still writes 25 at a time."""
         try:
             while self.pending:
                 now = time.monotonic()
                 due = [success for success in self.pending if success.not_before <= now]
-                if len(due) < BATCH:
+                if not due or (self.writing and len(due) < BATCH):
                     self.has_new.clear()
-                    wake = min((s.not_before for s in self.pending if s.not_before > now), default=now + FILL_SECONDS)
-                    self.has_new.wait(max(0.0, min(wake, now + FILL_SECONDS) - now))
-                    due = [success for success in self.pending if success.not_before <= time.monotonic()]
-                chunk = due[:BATCH]
-                if not chunk:
+                    later = [success.not_before for success in self.pending if success.not_before > now]
+                    # a write ending, a batch filling, or a retry's time (when nothing else wakes this loop)
+                    self.has_new.wait(min(later) - now if later and not (due and self.writing) else None)
                     continue
+                chunk = due[:BATCH]
                 taken = set(map(id, chunk))
                 self.pending = [success for success in self.pending if id(success) not in taken]
+                self.writing += 1
                 self.senders.spawn(self._send, chunk)
         finally:
             self.flusher = None
 
     def _send(self, chunk: list[Success]) -> None:
+        try:
+            self._write(chunk)
+        finally:
+            self.writing -= 1
+            self.has_new.set()
+
+    def _write(self, chunk: list[Success]) -> None:
         try:
             written = self.store.complete_all([success.claim for success in chunk],
                                               int(time.time()) + self.expires_after)
