@@ -14,11 +14,13 @@ from typing import Any, Callable
 import pytest
 
 from tests.e2e.helpers import http_get, status_config
-from tests.support import Daemon, HttpApp, Queue, status_url, wait_until
+from tests.support import REPO_ROOT, Daemon, HttpApp, Queue, status_url, wait_until
 from workerless_gevent.observability.status_page import render_page
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT_COPY = Path("/tmp/status-screenshot.png")  # the one to look at after a run (printed by the test)
+# The docs site's picture of the page (docs/operations/status-page.md): refreshed by every run of the charts test.
+DOCS_SCREENSHOT = REPO_ROOT / "docs" / "images" / "status-page.png"
 CHARTS = ("chart-deliveries", "chart-latency", "chart-in-flight", "chart-backlog")
 
 
@@ -111,5 +113,10 @@ def test_the_charts_move_while_messages_flow(
     assert len(current["times"]) == len(current["succeeded_per_second"]) == len(current["latency_p95_ms"])
     page = http_get(url + "/")[2]
     assert 'data-series="succeeded"' in page and f'data-series="{jobs.name}"' in page
+    if CHROMIUM is not None:
+        screenshot = tmp_path / "status-charts.png"
+        run_chromium(tmp_path / "profile-charts", f"--screenshot={screenshot}", "--window-size=1100,1250", url + "/")
+        assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 10_000
+        shutil.copyfile(screenshot, DOCS_SCREENSHOT)
     proc.send_signal(15)
     assert proc.wait_exit(timeout=20) == 0

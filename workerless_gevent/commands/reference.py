@@ -1,6 +1,7 @@
 """The generated reference pages: the command line from `cli.py`'s usage text (what docopt parses) with one
 description per command, and the configuration (`config/reference.py`). The docs site builds both at each
-build; `python -m workerless_gevent.commands.reference cli|configuration` prints one."""
+build; `python -m workerless_gevent.commands.reference cli|configuration|metrics` prints one; the metrics
+page lists the registry's counters."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 
 from ..config.loading import SCALAR_OPTIONS, SPECIAL_OPTIONS
 from ..config.reference import render_configuration
+from ..metrics import COUNTERS, OVERALL_COUNTERS
+from ..observability.prometheus import COUNTER_HELP, snake_case
 from . import cli
 
 # The commands of the usage text ("run" is `workerless [options]`), each in a sentence or two.
@@ -150,12 +153,26 @@ def long_flags() -> set[str]:
     return {name for option in parse_options() for name in option.names if name.startswith("--")}
 
 
+def render_metrics() -> str:
+    """The counters, from the registry's list and the help text `/metrics` serves with each."""
+    lines = ["# Metrics reference", "", "Generated from the metrics registry. Each counter goes to CloudWatch "
+             "(namespace `Workerless-<name>`, per queue with the dimension `Queue`, and overall) and to `/metrics` "
+             "as a Prometheus counter (per queue with the label `queue`). Gauges, histograms and the scaling "
+             "signals are in [Metrics and alarms](../operations/metrics-and-alarms.md).", "",
+             "| CloudWatch | Prometheus | per queue | what it counts |", "|---|---|---|---|"]
+    for name in COUNTERS + OVERALL_COUNTERS:
+        per_queue = "yes" if name in COUNTERS else "no"
+        lines.append(f"| `{name}` | `workerless_{snake_case(name)}_total` | {per_queue} | {COUNTER_HELP[name]} |")
+    return "\n".join(lines) + "\n"
+
+
+PAGES = {"cli": render_cli, "configuration": lambda: render_configuration(long_flags()), "metrics": render_metrics}
+
+
 def render(page: str) -> str:
-    if page == "cli":
-        return render_cli()
-    if page == "configuration":
-        return render_configuration(long_flags())
-    raise SystemExit(f"usage: python -m {__name__} cli|configuration")
+    if page not in PAGES:
+        raise SystemExit(f"usage: python -m {__name__} {'|'.join(PAGES)}")
+    return PAGES[page]()
 
 
 if __name__ == "__main__":
