@@ -167,9 +167,8 @@ def test_a_container_endpoint_alone_is_fetched_where_botocore_would_fetch_it(
     ({"AWS_CONTAINER_CREDENTIALS_FULL_URI": FULL_URI, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": ""}, "empty file name"),
     ({"AWS_CONTAINER_CREDENTIALS_FULL_URI": FULL_URI, "AWS_PROFILE": "prod"}, "a profile"),
     ({"AWS_CONTAINER_CREDENTIALS_FULL_URI": FULL_URI, "AWS_DEFAULT_PROFILE": "prod"}, "a profile"),
-    ({"AWS_CONTAINER_CREDENTIALS_FULL_URI": FULL_URI, "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/token",
-      "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/r"}, "web identity comes first"),
     ({"AWS_CONTAINER_CREDENTIALS_FULL_URI": FULL_URI, "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/r"}, "web identity"),
+    ({"AWS_CONTAINER_CREDENTIALS_FULL_URI": FULL_URI, "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/token"}, "web identity"),
     ({"AWS_CONTAINER_CREDENTIALS_FULL_URI": FULL_URI, "AWS_SESSION_TOKEN": "t"}, "a key variable"),
     ({"AWS_CONTAINER_CREDENTIALS_FULL_URI": FULL_URI, "AWS_ACCESS_KEY_ID": "AKID"}, "half the keys"),
     ({"AWS_CONTAINER_CREDENTIALS_FULL_URI": FULL_URI, "AWS_CREDENTIAL_FILE": "/etc/ec2-creds"}, "the EC2 tools' file"),
@@ -184,6 +183,20 @@ def test_a_container_endpoint_goes_to_the_child_when_anything_else_could_answer(
     for name, value in {"AWS_REGION": "eu-west-1", **variables}.items():
         monkeypatch.setenv(name, value)
     assert resolve_from_environment(AwsConfig(), dict(os.environ), "conf/test.toml", ("sqs",)) is None, reason
+
+
+def test_web_identity_comes_before_a_container_endpoint(monkeypatch: pytest.MonkeyPatch, no_proxy: None) -> None:
+    """test_web_identity_resolution.py holds the rest of that path to botocore's."""
+    from workerless_gevent.aws.renewal import FetchedResolution
+    from workerless_gevent.aws.web_identity import WebIdentity
+
+    for name, value in {"AWS_REGION": "eu-west-1", "AWS_CONTAINER_CREDENTIALS_FULL_URI": FULL_URI,
+                        "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/token", "AWS_ROLE_ARN": "arn:aws:iam::1:role/r"}.items():
+        monkeypatch.setenv(name, value)
+    assert botocores_container_url() is None
+    answer = resolve_from_environment(AwsConfig(), dict(os.environ), "conf/test.toml", ("sqs",))
+    assert isinstance(answer, FetchedResolution)
+    assert isinstance(answer.fetch.__self__, WebIdentity)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("aws", [AwsConfig(profile="prod"), AwsConfig(region=None)])

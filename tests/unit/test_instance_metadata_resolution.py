@@ -116,7 +116,7 @@ def test_with_no_region_anywhere_imds_is_asked_for_it_too() -> None:
     ({"HTTP_PROXY": "http://proxy:3128"}, "through a proxy"),
     ({"AWS_ACCESS_KEY_ID": "AKID"}, "half the keys"),
     ({"AWS_SESSION_TOKEN": "t"}, "a key variable"),
-    ({"AWS_WEB_IDENTITY_TOKEN_FILE": "/var/token", "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/r"}, "web identity"),
+    ({"AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/r"}, "web identity without a token: botocore's next steps"),
     ({"AWS_CREDENTIAL_FILE": "/etc/ec2-creds"}, "the EC2 tools' file"),
     ({"BOTO_CONFIG": "/etc/boto"}, "boto2's config"),
     ({"AWS_PROFILE": "prod"}, "a profile"),
@@ -147,6 +147,18 @@ def test_a_container_endpoint_comes_first(monkeypatch: pytest.MonkeyPatch) -> No
     answer = resolve_from_environment(AwsConfig(), dict(os.environ), "conf/test.toml", ("sqs",))
     assert isinstance(answer, FetchedResolution)
     assert isinstance(answer.fetch.__self__, ContainerEndpoint)  # type: ignore[attr-defined]
+
+
+def test_web_identity_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workerless_gevent.aws.web_identity import WebIdentity
+
+    for name, value in {"AWS_REGION": "eu-west-1", "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/token",
+                        "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/r"}.items():
+        monkeypatch.setenv(name, value)
+    assert botocores_imds_settings() is None
+    answer = resolve_from_environment(AwsConfig(), dict(os.environ), "conf/test.toml", ("sqs",))
+    assert isinstance(answer, FetchedResolution)
+    assert isinstance(answer.fetch.__self__, WebIdentity)  # type: ignore[attr-defined]
 
 
 def test_static_keys_without_a_region_still_go_to_the_child(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,8 @@ have run itself: the region chain (`region.resolve_region`), the endpoint (`aws.
 the CA bundle and botocore's credential chain ([aws] profile, AWS_PROFILE, the environment, config and
 credentials files, SSO, assume-role, web identity, ECS and EC2 metadata, credential_process). The
 child prints one JSON line and exits. No child runs at all when the environment alone answers (aws.environment):
-static keys, or a container endpoint (aws.container) or EC2's instance metadata (aws.instance_metadata) asked here.
+static keys, or web identity (STS, aws.web_identity), a container endpoint (aws.container) or EC2's instance
+metadata (aws.instance_metadata) asked here.
 The daemon starts it first thing (`EarlyResolution`): the child
 imports botocore while the daemon patches gevent and loads its configuration, then gets the request.
 

@@ -1,19 +1,19 @@
 """The region, endpoints and credentials when the environment alone says them, without botocore or a child.
 
 With no profile and no AWS config or credentials file, botocore's chain ends at its first step (EnvProvider)
-when static keys are in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. With no key variable, no web identity
-variable and no older credentials file (the EC2 tools', boto2's) either, it ends at its ContainerProvider (ECS
-task roles, EKS Pod Identity) when AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI names an endpoint botocore
-accepts, and otherwise, with no AWS_CONTAINER_* variable at all, at its last step, the InstanceMetadataProvider
-(an EC2 instance profile), unless AWS_EC2_METADATA_DISABLED=true. Then what the child would answer is read from
-the environment, and the credentials are fetched by the daemon itself (aws.container, aws.instance_metadata;
-on EC2 the region too, where no [aws] region, AWS_REGION or AWS_DEFAULT_REGION names one and no ECS task
-metadata variable is set, as the region chain's last step): so the daemon starts no child, and never holds
-botocore's session (about 30 MB in a second process) beside its own memory, neither at start nor at a renewal.
-Whatever else (a profile, a config file, FIPS, keys that expire, web identity, a proxy, IMDS settings we would
-read differently, a service other than SQS and Lambda) goes to the child, which runs botocore's whole chain.
-tests/unit/test_environment_resolution.py and test_instance_metadata_resolution.py hold each answer to the
-child's and to botocore's chain.
+when static keys are in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; with no key variable, at its web identity
+provider (EKS IRSA) when AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN are set. With no web identity variable and
+no older credentials file (the EC2 tools', boto2's) either, it ends at its ContainerProvider (ECS task roles, EKS
+Pod Identity) when AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI names an endpoint botocore accepts, and
+otherwise, with no AWS_CONTAINER_* variable at all, at its last step, the InstanceMetadataProvider (an EC2
+instance profile), unless AWS_EC2_METADATA_DISABLED=true. Then what the child would answer is read from the
+environment, and the credentials are fetched by the daemon itself (aws.web_identity, aws.container,
+aws.instance_metadata; on EC2 the region too, where no [aws] region, AWS_REGION or AWS_DEFAULT_REGION names one
+and no ECS task metadata variable is set, as the region chain's last step): so the daemon never holds botocore's
+session (about 30 MB in a second process) beside its own memory, neither at start nor at a renewal. Whatever
+else (a profile, a config file, SSO, FIPS, keys that expire, a proxy, STS or IMDS settings we would read
+differently, another service) goes to the child, which runs botocore's whole chain. tests/unit/test_environment_
+resolution.py, test_web_identity_resolution.py and test_instance_metadata_resolution.py hold that to botocore.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ CHILD_VARIABLES = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CREDENTIAL_EXPIRAT
                    "AWS_USE_DUALSTACK_ENDPOINT", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_DATA_PATH")
 SERVICE_VARIABLES = {"sqs": "AWS_ENDPOINT_URL_SQS", "lambda": "AWS_ENDPOINT_URL_LAMBDA",
                      "dynamodb": "AWS_ENDPOINT_URL_DYNAMODB"}
+KEY_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")  # EnvProvider's
 # What botocore's providers before the ContainerProvider read besides the AWS files (EnvProvider, web identity,
 # the EC2 tools' file, boto2's config): any of them present (even empty), and the container is not for us to ask.
-BEFORE_CONTAINER_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
-                              "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
+BEFORE_CONTAINER_VARIABLES = (*KEY_VARIABLES, "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
                               "AWS_CREDENTIAL_FILE", "BOTO_CONFIG")
 BOTO_FILES = ("/etc/boto.cfg", "~/.boto")  # BotoProvider's, without BOTO_CONFIG
 ECS_METADATA_VARIABLES = ("ECS_CONTAINER_METADATA_URI_V4", "ECS_CONTAINER_METADATA_URI")  # aws.region.ecs_region's
@@ -59,14 +59,19 @@ def environment_suffices(env: Mapping[str, str]) -> bool:
 
 
 def credential_source(env: Mapping[str, str]) -> str | None:
-    """Where botocore's chain ends when no profile and no AWS file exist: "keys" (EnvProvider), "container"
-    (ContainerProvider), "instance" (InstanceMetadataProvider, its last step), each with nothing before it able
-    to answer; None where only the chain itself can tell."""
+    """Where botocore's chain ends when no profile and no AWS file exist: "keys" (EnvProvider), "web identity"
+    (AssumeRoleWithWebIdentityProvider), "container" (ContainerProvider), "instance" (InstanceMetadataProvider, its
+    last step), each with nothing before it able to answer; None where only the chain itself can tell."""
     if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
         return "keys"
     from .container import FULL_URI, RELATIVE_URI, TOKEN_FILE, container_url
     from .instance_metadata import settings_of
+    from .web_identity import ROLE_ARN
+    from .web_identity import TOKEN_FILE as WEB_IDENTITY_TOKEN_FILE
 
+    # Both set: that provider answers (fetching only when asked) before any after it, whatever they would say
+    if env.get(WEB_IDENTITY_TOKEN_FILE) and env.get(ROLE_ARN) and not any(name in env for name in KEY_VARIABLES):
+        return "web identity"
     if any(name in env for name in BEFORE_CONTAINER_VARIABLES) or TOKEN_FILE in env and not env[TOKEN_FILE]:
         return None
     if any(os.path.exists(os.path.expanduser(path)) for path in BOTO_FILES):
@@ -106,6 +111,8 @@ def resolve_from_environment(aws: AwsConfig, env: Mapping[str, str], origin: str
                                                                token))
     if source == "container":
         return container_resolution(resolved, env)
+    if source == "web identity":
+        return web_identity_resolution(resolved, env)
     return instance_resolution(aws, env, services, resolved)
 
 
@@ -131,6 +138,43 @@ def container_resolution(resolved: Resolved, env: Mapping[str, str]) -> FetchedR
     if url is None or proxy_for(url) is not None:
         return None
     return FetchedResolution(lambda: resolved, ContainerEndpoint(url, env, ca_bundle(AwsConfig(), {})).fetch)
+
+
+def web_identity_resolution(resolved: Resolved, env: Mapping[str, str]) -> FetchedResolution | None:
+    """STS, asked by the daemon itself where botocore's client would ask it; None where botocore would ask it
+    through a proxy or where only its client can tell which endpoint."""
+    import random
+
+    from ..config.model import AwsConfig
+    from ..wire.sqs import proxy_for
+    from .renewal import FetchedResolution
+    from .web_identity import WebIdentity
+
+    url = sts_url(env)
+    bundles = [env[name] for name in ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE") if name in env]  # its client's verify
+    if url is None or proxy_for(url) is not None or bundles and not bundles[0].strip():
+        return None  # an empty bundle: botocore raises
+    identity = WebIdentity(url, env, bundles[0] if bundles else ca_bundle(AwsConfig(), {}), random.Random())
+    return FetchedResolution(lambda: resolved, identity.fetch)
+
+
+def sts_url(env: Mapping[str, str]) -> str | None:
+    """The endpoint of the STS client botocore's web identity provider creates first, in the session's region
+    (AWS_DEFAULT_REGION only; none is aws-global); None where botocore would refuse or read differently."""
+    from .region import REGION_NAME
+    from .web_identity import CLIENT_VARIABLES, GLOBAL_URL, LEGACY_GLOBAL_REGIONS, is_endpoint_url
+
+    if any(name in env for name in CLIENT_VARIABLES):
+        return None
+    configured = env.get("AWS_ENDPOINT_URL_STS", env.get("AWS_ENDPOINT_URL"))
+    if configured is not None:
+        return configured if is_endpoint_url(configured) else None
+    region, mode = env.get("AWS_DEFAULT_REGION", "aws-global"), env.get("AWS_STS_REGIONAL_ENDPOINTS") or "regional"
+    if not REGION_NAME.match(region) or mode not in ("regional", "legacy"):
+        return None  # botocore raises
+    if region == "aws-global" or mode == "legacy" and region in LEGACY_GLOBAL_REGIONS:
+        return GLOBAL_URL
+    return partition_endpoint("sts", region, env)
 
 
 def instance_resolution(aws: AwsConfig, env: Mapping[str, str], services: tuple[str, ...],

@@ -1,5 +1,5 @@
 """One request on a fresh connection, for the credentials endpoints the daemon asks itself (aws.container, the
-ECS/EKS container endpoint; aws.instance_metadata, EC2's IMDS).
+ECS/EKS container endpoint; aws.instance_metadata, EC2's IMDS; aws.web_identity, STS).
 
 botocore asks them on a new connection each time, with one timeout to connect and one per read; here the same
 two, on our wire (wire.http.Connections), and the whole exchange ends by twice that, so a server that trickles
@@ -42,7 +42,7 @@ class FreshConnection(Connections):
             raise NotConnected(f"{type(error).__name__}: {error}") from error
 
 
-def encode_request(method: str, url: str, headers: Mapping[str, str]) -> bytes:
+def encode_request(method: str, url: str, headers: Mapping[str, str], body: bytes = b"") -> bytes:
     """The request as bytes, `Connection: close`; ValueError for a header value HTTP cannot carry."""
     parts = urllib.parse.urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -52,10 +52,10 @@ def encode_request(method: str, url: str, headers: Mapping[str, str]) -> bytes:
             raise ValueError(f"{name}: not a legal header value")
         lines.append(f"{name}: {value}")
     if method != "GET":
-        lines.append("Content-Length: 0")
+        lines.append(f"Content-Length: {len(body)}")
     lines.append("Connection: close")
     try:
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
     except UnicodeEncodeError:
         raise ValueError("not a legal header value") from None
 

@@ -1,6 +1,6 @@
 """Temporary credentials for the wire's signers, renewed before they expire: one loop, whatever fetches them
-(a new credentials child, `aws.child.fetch_by_child`; the container endpoint, `aws.container`; EC2's instance
-metadata service, `aws.instance_metadata`).
+(a new credentials child, `aws.child.fetch_by_child`; STS AssumeRoleWithWebIdentity, `aws.web_identity`; the
+container endpoint, `aws.container`; EC2's instance metadata service, `aws.instance_metadata`).
 
 A renewal is due 15 minutes before the expiry (botocore's advisory window), then every 30 s while it fails;
 the current credentials stay in use meanwhile.
@@ -89,7 +89,7 @@ class FetchedResolution:
 
 
 def fetch_for(resolution: Any, aws: AwsConfig, origin: str) -> Fetch:
-    """Renew where the credentials came from: the endpoint the daemon asked, else a new child."""
+    """Renew where the credentials came from: the endpoint (or STS) the daemon asked, else a new child."""
     import functools
 
     from .child import fetch_by_child
