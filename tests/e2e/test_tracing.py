@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.helpers import workerless_send
-from tests.support import Daemon, HttpApp, MotoServer, Queue, build_config_file, count_messages, wait_until
+from tests.support import (Daemon, HttpApp, MotoServer, Queue, RecordedRequest, build_config_file, count_messages,
+                           wait_until)
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.process import REPO_ROOT
 
@@ -51,6 +52,18 @@ def parent_of_request(headers: dict[str, str]) -> tuple[str, str]:
     return trace_id, span_id
 
 
+def one_traced_request(daemon: Callable[..., Daemon], env: dict[str, str], receiver: OtlpReceiver, http_app: HttpApp,
+                       queue: Queue, tmp_path: Path) -> tuple[RecordedRequest, ReceivedSpan]:
+    """A daemon with [tracing] delivers the queue's one message: the app's request and the delivery's span."""
+    proc = daemon(["-c", str(traced_config(tmp_path, queue, {"type": "http", "url": f"{http_app.url}/"}))],
+                  env=traced_env(env, receiver))
+    (request,) = http_app.wait_for_requests(1, timeout=60)
+    wait_until(lambda: receiver.named(f"{queue.name} process"), 30, message="no span")
+    assert proc.stop(timeout=30) == 0
+    (span,) = receiver.named(f"{queue.name} process")
+    return request, span
+
+
 def log_lines(proc: Daemon) -> list[dict[str, Any]]:
     return [json.loads(line) for line in proc.output().splitlines() if line.startswith("{")]
 
@@ -61,12 +74,7 @@ def test_a_delivery_is_a_consumer_span_in_the_producers_trace_and_the_app_is_its
 ) -> None:
     queue = make_queue()
     message_id = send(sqs, queue, "traced")
-    proc = daemon(["-c", str(traced_config(tmp_path, queue, {"type": "http", "url": f"{http_app.url}/"}))],
-                  env=traced_env(aws_env, receiver))
-    (request,) = http_app.wait_for_requests(1, timeout=60)
-    wait_until(lambda: receiver.named(f"{queue.name} process"), 30, message="no span")
-    assert proc.stop(timeout=30) == 0
-    (span,) = receiver.named(f"{queue.name} process")
+    request, span = one_traced_request(daemon, aws_env, receiver, http_app, queue, tmp_path)
     assert span.kind == "CONSUMER"
     assert (span.trace_id, span.parent_span_id) == (PRODUCER_TRACE_ID, PRODUCER_SPAN_ID)
     assert {key: span.attributes[key] for key in ("messaging.system", "messaging.operation.type",
@@ -119,15 +127,11 @@ def test_a_message_with_only_awstraceheader_lands_in_its_xray_trace(
 ) -> None:
     queue = make_queue()
     assert workerless_send([queue.name, "xray", f"--trace-header={TRACE}"], aws_env, tmp_path).returncode == 0
-    proc = daemon(["-c", str(traced_config(tmp_path, queue, {"type": "http", "url": f"{http_app.url}/"}))],
-                  env=traced_env(aws_env, receiver))
-    (request,) = http_app.wait_for_requests(1, timeout=60)
-    wait_until(lambda: receiver.named(f"{queue.name} process"), 30, message="no span")
-    assert proc.stop(timeout=30) == 0
-    (span,) = receiver.named(f"{queue.name} process")
+    request, span = one_traced_request(daemon, aws_env, receiver, http_app, queue, tmp_path)
     assert (span.trace_id, span.parent_span_id) == ("5759e988bd862e3fe1be46a994272793", "53995c3f42cd8ad8")
     assert parent_of_request(request.headers) == (span.trace_id, span.span_id)
-    assert request.headers["x-amzn-trace-id"] == f"Root=1-5759e988-bd862e3fe1be46a994272793;Parent={span.span_id};Sampled=1"
+    root = "Root=1-5759e988-bd862e3fe1be46a994272793"
+    assert request.headers["x-amzn-trace-id"] == f"{root};Parent={span.span_id};Sampled=1"
 
 
 def test_a_lambda_batch_is_one_span_linked_to_each_records_context(
