@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -75,7 +76,8 @@ def test_redrive_moves_every_message_back_intact_and_leaves_nothing(
     done = cli(["redrive", dlq.name], aws_env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"moved 25 of 25 messages from {dlq.name} to {jobs.name}"]
-    assert done.stderr.splitlines()[-1] == "moved 25 of 25 messages (100 %)"  # a line per 10 % off a terminal
+    # a line per 10 % off a terminal, with the rate so far
+    assert re.fullmatch(r"moved 25 of 25 messages \(100 %, [\d,]+ msg/s\)", done.stderr.splitlines()[-1]), done.stderr
     moved = everything(sqs, jobs)
     assert sorted(message["Body"] for message in moved) == sorted(BODIES)
     for message in moved:  # own attributes intact, annotations dropped, the dead letter's id carried as its identity
@@ -154,7 +156,7 @@ def test_a_send_that_fails_half_way_loses_nothing(
         return INTERNAL_ERROR if len(sends) > 1 else None  # every attempt after the first batch, retries too
 
     faulty_sqs.fault = second_send_on_fails
-    done = cli(["redrive", dlq.name], {**aws_env, "AWS_ENDPOINT_URL": faulty_sqs.url}, tmp_path)
+    done = cli(["redrive", dlq.name, "--parallel=1"], {**aws_env, "AWS_ENDPOINT_URL": faulty_sqs.url}, tmp_path)
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines() == [f"moved 10 of 25 messages from {dlq.name} to {jobs.name}"]
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("workerless redrive:")]
@@ -219,7 +221,10 @@ def test_bad_redrive_options_are_one_line_before_any_aws_call(
     env = {**aws_env, "AWS_ENDPOINT_URL": faulty_sqs.url}
     cases = [(["--max=0"], '--max: must be a whole number greater than 0 (got "0")'),
              (["--rate=fast"], '--rate: must be a number greater than 0 (got "fast")'),
-             (["--to=dlq-1"], '--to: is the dead-letter queue itself (got "dlq-1")')]
+             (["--to=dlq-1"], '--to: is the dead-letter queue itself (got "dlq-1")'),
+             (["--parallel=0"], '--parallel: must be a whole number from 1 to 100 (got "0")'),
+             (["--parallel=101"], '--parallel: must be a whole number from 1 to 100 (got "101")'),
+             (["--parallel=two"], '--parallel: must be a whole number from 1 to 100 (got "two")')]
     for args, line in cases:
         done = cli(["redrive", "dlq-1", *args], env, tmp_path)
         assert (done.returncode, done.stderr.splitlines(), done.stdout) == (2, [line], "")

@@ -40,9 +40,10 @@ class Crash:
 def redrive_killed_after_its_send(daemon: Callable[..., Daemon], proxied_env: dict[str, str],
                                   counting_proxy: CountingProxy, sqs: Any, dlq: Queue, jobs: Queue,
                                   tmp_path: Path) -> Crash:
-    """A first redrive sends its first batch, its delete is held at the proxy, and it is SIGKILLed there."""
+    """A first redrive sends its first batch, its delete is held at the proxy, and it is SIGKILLed there. With
+    --max=10 that batch is all it receives, so it is the one batch in hand when the run dies."""
     counting_proxy.delays["DeleteMessageBatch"] = 600.0  # never reaches moto: the proxy stops first
-    first = daemon(["redrive", dlq.name], env=proxied_env, cwd=tmp_path)
+    first = daemon(["redrive", dlq.name, "--max=10"], env=proxied_env, cwd=tmp_path)
     held = wait_until(lambda: counting_proxy.pending("DeleteMessageBatch"), 60,
                       message=lambda: f"no delete on its way: {first.output()[-2000:]}")
     sent = len(held[0].params["Entries"])

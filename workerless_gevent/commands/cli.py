@@ -6,7 +6,7 @@ Usage:
   workerless send QUEUE [BODY] [--attr=K=V...] [options]
   workerless demo [options]
   workerless stats [--json] [--watch=S] [options]
-  workerless redrive DLQ [--to=QUEUE] [--max=N] [--rate=R] [--dry-run] [options]
+  workerless redrive DLQ [--to=QUEUE] [--max=N] [--rate=R] [--parallel=N] [--dry-run] [options]
   workerless -h | --help
   workerless --version
 
@@ -39,6 +39,7 @@ Options:
   --to=QUEUE                 redrive: send every message here, not to its workerless.source_queue.
   --max=N                    redrive: move at most N messages.
   --rate=R                   redrive: move at most R messages per second.
+  --parallel=N               redrive: batches of up to 10 on their way at once, 1-100 (default 10).
   --dry-run                  redrive: count and show the first messages; move nothing.
   -h, --help                 Show this help.
   --version                  Show the version.

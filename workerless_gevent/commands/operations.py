@@ -16,7 +16,8 @@ from ..errors import AWS_ERRORS, ConfigError, ExitStatus, describe_error, error_
 from .entries import SOURCE_ATTRIBUTE, preview, source_of, summary_line
 from .progress import NoProgress, build_progress
 from .queues import dead_letter_sources, queue_name
-from .redrive import MissingDestination, Redrive, RedriveFailed, RedriveRequest
+from .batches import MissingDestination, RedriveFailed
+from .redrive import DEFAULT_PARALLEL, MAX_PARALLEL, Redrive, RedriveRequest
 from .stats import QueueUnreadable, read_stats, stats_json, stats_table
 
 PLACEHOLDER_TARGET = "http://127.0.0.1/"  # stats reads queues only: a --queues list needs no target
@@ -41,9 +42,14 @@ def run_operator_command(args: dict[str, Any], env: Mapping[str, str], flags: Ma
         return ExitStatus.BAD_CONFIG if error.is_missing else ExitStatus.ERROR
 
 
-def command_client(config: Config | None, env: Mapping[str, str]) -> Any:
+def command_client(config: Config | None, env: Mapping[str, str], connections: int = 10) -> Any:
+    """`connections`: calls at once (redrive's --parallel); botocore merges its pool size into the client's
+    configuration, so urllib3 never opens and drops connections past its pool."""
+    import botocore.config
+
     aws = config.aws if config else AwsConfig()
     session, region, _ = open_session(aws, env, config.source if config else "command line")
+    session.set_default_client_config(botocore.config.Config(max_pool_connections=connections))
     return build_command_client(session, aws, region, "sqs")
 
 
@@ -86,19 +92,29 @@ def positive_number(text: str, option: str, integer: bool = False) -> float:
     return value
 
 
+def parallel_count(text: str | None) -> int:
+    if text is None:
+        return DEFAULT_PARALLEL
+    value = text.strip()
+    if not value.isdigit() or not 1 <= int(value) <= MAX_PARALLEL:
+        raise ConfigError("--parallel", "", f"must be a whole number from 1 to {MAX_PARALLEL}", text)
+    return int(value)
+
+
 def redrive_request(args: dict[str, Any]) -> RedriveRequest:
     max_messages = args["--max"] and int(positive_number(args["--max"], "--max", integer=True))
     rate = args["--rate"] and positive_number(args["--rate"], "--rate")
+    parallel = parallel_count(args["--parallel"])
     if args["--to"] is not None and queue_name(args["--to"]) == queue_name(args["DLQ"]):
         raise ConfigError("--to", "", "is the dead-letter queue itself", args["--to"])
     return RedriveRequest(dead_letter_queue=args["DLQ"], to=args["--to"] or None,
-                          max_messages=max_messages or None, rate=rate or None)
+                          max_messages=max_messages or None, rate=rate or None, parallel=parallel)
 
 
 def redrive(args: dict[str, Any], env: Mapping[str, str]) -> int:
     request = redrive_request(args)
     config = load_config(args["--config"], env, {}) if args["--config"] else None
-    sqs = command_client(config, env)
+    sqs = command_client(config, env, connections=2 * request.parallel)  # each worker's send and last delete
     mover = Redrive(sqs, request, NoProgress())
     if args["--dry-run"]:
         return dry_run(mover)
@@ -116,8 +132,8 @@ def redrive(args: dict[str, Any], env: Mapping[str, str]) -> int:
     except RedriveFailed as error:
         status, problem = ExitStatus.ERROR, str(error)
     except KeyboardInterrupt:
-        status, problem = INTERRUPTED, (f"interrupted: the batch in hand stays in {mover.name} and may reach its "
-                                        "queue twice if its copy was sent; run redrive again in 5 minutes")
+        status, problem = INTERRUPTED, (f"interrupted: the batches in hand stay in {mover.name} and may reach "
+                                        "their queues twice if their copies were sent; run redrive again in 5 minutes")
     finally:
         mover.progress.close()
     print(summary_line(mover.tally.moved, total, mover.name, request.to and queue_name(request.to)))
