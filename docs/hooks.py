@@ -18,6 +18,7 @@ from mkdocs.structure.files import File, Files
 from workerless_gevent.commands.reference import render
 
 ROOT = Path(__file__).resolve().parents[1]
+WITHOUT_DOCSTRING = {"__main__.py": "`python -m workerless_gevent`: the same as `bin/workerless` (`entry.main`)."}
 PACKAGE = ROOT / "workerless_gevent"
 
 
@@ -52,7 +53,7 @@ def render_modules() -> str:
 
 
 def first_sentence(path: Path) -> str:
-    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or WITHOUT_DOCSTRING.get(path.name, "")
     text = " ".join(docstring.split())
     end = text.find(". ")
     return (text if end < 0 else text[:end + 1]).replace("|", "&#124;")

@@ -4,6 +4,7 @@ navigation, and the generated reference pages in it."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,12 @@ def test_the_site_builds_in_strict_mode_with_the_generated_reference(tmp_path: P
     assert "delivery/poller.py" in (site / "contributing" / "modules" / "index.html").read_text()
     assert (site / "images" / "status-page.png").stat().st_size > 10_000
 
+
+
+def test_the_readme_stays_a_front_door_whose_links_all_lead_somewhere() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    local = [link for link in links if "://" not in link]
+    assert "docs/getting-started/demo.md" in local and "docs/troubleshooting.md" in local
+    assert [link for link in local if not (REPO_ROOT / link).is_file()] == []

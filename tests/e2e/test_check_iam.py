@@ -144,8 +144,8 @@ def test_iam_is_an_option_of_check_only(aws_env: dict[str, str], tmp_path: Path)
                                         "(see workerless --help for usage)"]
 
 
-def test_the_readme_shows_the_policy_of_conf_prod_toml(aws_env: dict[str, str]) -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
+def test_the_docs_show_the_policy_of_conf_prod_toml(aws_env: dict[str, str]) -> None:
+    readme = (REPO_ROOT / "docs" / "deployment" / "iam.md").read_text()
     (shown,) = re.findall(r"For `conf/prod.toml` in `eu-west-1`:\n\n```json\n(.*?)```", readme, re.S)
     done = check_iam(REPO_ROOT / "conf" / "prod.toml", {**aws_env, "AWS_REGION": "eu-west-1"})
     assert done.returncode == 0, done.stderr
