@@ -201,6 +201,42 @@ class Idempotent:
     key: str = "message_id"
 
 
+class OtlpSink(NodeService):
+    """bench/otlp_sink.mjs: an OTLP/HTTP collector that answers 200 at once (or after a set delay) and counts
+    export requests, their bytes and the spans in them."""
+
+    def __init__(self) -> None:
+        super().__init__("otlp_sink", "otlp_sink.mjs")
+        self.control = JsonHttp(self.port)
+
+    def reset(self) -> dict[str, Any]:
+        return self.control.call("POST", "/_bench/reset")
+
+    def set_delay(self, ms: float) -> dict[str, Any]:
+        return self.control.call("POST", f"/_bench/delay?ms={ms}")
+
+    def stats(self) -> dict[str, Any]:
+        """{requests, bytes, spans, delay_ms, in_flight, max_in_flight, bad} since the last reset."""
+        return self.control.call("GET", "/_bench/stats")
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A daemon with `[tracing] exporter = "otlp"`: spans to `endpoint` (OTEL_EXPORTER_OTLP_ENDPOINT), sampled
+    by `sampler` (OTEL_TRACES_SAMPLER, with OTEL_TRACES_SAMPLER_ARG when `sampler_arg` is set), and any
+    other OTEL_* variables in `env` (the span buffer's OTEL_BSP_*)."""
+    endpoint: str
+    sampler: str = "always_on"
+    sampler_arg: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+    def variables(self) -> dict[str, str]:
+        out = {"OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint, "OTEL_TRACES_SAMPLER": self.sampler, **dict(self.env)}
+        if self.sampler_arg is not None:
+            out["OTEL_TRACES_SAMPLER_ARG"] = self.sampler_arg
+        return out
+
+
 class Proxy(NodeService):
     def __init__(self, upstream_port: int) -> None:
         super().__init__("proxy", "sqs_proxy.mjs", str(upstream_port))
@@ -468,7 +504,7 @@ class Worker:
 
 def worker_env(endpoint: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("AWS_", "WORKERLESS_"))}
+           if not key.startswith(("AWS_", "WORKERLESS_", "OTEL_"))}
     env.update(AWS_ENV)
     env["AWS_ENDPOINT_URL"] = endpoint
     env["PYTHONUNBUFFERED"] = "1"
@@ -478,11 +514,11 @@ def worker_env(endpoint: str) -> dict[str, str]:
 def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: int, poll_for: int,
                   max_connections: int | None = None, batch_size: int = 10,
                   lambda_function: str | None = None, lambda_batch_size: int = 1,
-                  idempotent: Idempotent | None = None) -> Path:
+                  idempotent: Idempotent | None = None, traced: bool = False) -> Path:
     """A TOML file with only the documented keys of DESIGN.md section 1. With lambda_function the target is
     a Lambda function (conf/example.toml's [targets.billing]) instead of the sink's URL; the Invoke calls go
     wherever AWS_ENDPOINT_URL_LAMBDA points (make_daemon's lambda_endpoint). With idempotent, every queue
-    has its idempotency_key and [idempotency] names the table."""
+    has its idempotency_key and [idempotency] names the table. With traced, [tracing] exports over OTLP."""
     lines = [
         f"concurrency = {concurrency}",
         "shutdown_timeout = 10",
@@ -494,6 +530,8 @@ def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: 
     ]
     if idempotent is not None:
         lines += ["[idempotency]", f'table = "{idempotent.table}"', ""]
+    if traced:
+        lines += ["[tracing]", 'exporter = "otlp"', ""]
     for name in queues:
         lines += ["[[queues]]", f'name = "{name}"']
         lines += [f'idempotency_key = "{idempotent.key}"', ""] if idempotent is not None else [""]
@@ -512,18 +550,20 @@ def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: 
 def make_daemon(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,
                 poll_for: int, max_connections: int | None = None, extra: tuple[str, ...] = (),
                 lambda_function: str | None = None, lambda_endpoint: str | None = None,
-                idempotent: Idempotent | None = None) -> Worker:
+                idempotent: Idempotent | None = None, traced: Traced | None = None) -> Worker:
     """The daemon on a generated config; with lambda_function it delivers to that Lambda function through
     lambda_endpoint (AWS_ENDPOINT_URL_LAMBDA: boto3's per-service endpoint, which wins over AWS_ENDPOINT_URL)."""
     config = daemon_config(RESULTS / "conf" / f"{label}.toml", queues=queues, sink_url=sink_url,
                            concurrency=concurrency, poll_for=poll_for, max_connections=max_connections,
-                           lambda_function=lambda_function, idempotent=idempotent)
+                           lambda_function=lambda_function, idempotent=idempotent, traced=traced is not None)
     argv = [sys.executable, str(DAEMON_BIN), "-c", str(config), *extra]
     env = worker_env(endpoint)
     if lambda_endpoint:
         env["AWS_ENDPOINT_URL_LAMBDA"] = lambda_endpoint
     if idempotent is not None:
         env["AWS_ENDPOINT_URL_DYNAMODB"] = idempotent.dynamodb_url
+    if traced is not None:
+        env.update(traced.variables())
     # From its own checkout, as one runs it: a `python -m` child of the daemon would put the working
     # directory first on its sys.path and import this checkout's workerless_gevent instead.
     return Worker("daemon", label, argv, env, cwd=DAEMON_BIN.resolve().parent.parent)

@@ -3,6 +3,9 @@
 
     python bench/instructions.py                        this checkout
     python bench/instructions.py --vs=/other/checkout   and another checkout's bin/workerless, the same drains
+    python bench/instructions.py --tracing=off,always_on,traceidratio:0.01   [tracing] off, then on with each
+                                                         sampler (OTEL_TRACES_SAMPLER[:ARG]), spans to the
+                                                         OTLP collector bench/otlp_sink.mjs
 
 CPU time per message on a shared machine moves by a fifth between two drains of one build (see
 BENCHMARKS.md, 'The quick CPU check'), more than most changes to the hot path are worth. This counts what
@@ -12,7 +15,9 @@ the larger drain less those of the smaller, over the messages between them, are 
 message, start-up and stop cancelled out. PYTHONHASHSEED is fixed so dict layouts repeat; what still moves
 (how many answers were already there when a slot read its socket) moves the figure by about 1%. Instructions
 in the kernel (system calls) are not counted. Needs valgrind (apt install valgrind); a run takes a few
-minutes per checkout. Not part of CI.
+minutes per checkout. Not part of CI. With --tracing each checkout drains once per sampler named, `off` being
+no [tracing], and the ratio of each to the first is printed; the span buffer is the tracing scenario's
+(bench/tracing.py, SPAN_BUFFER).
 """
 
 from __future__ import annotations
@@ -26,19 +31,32 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
-from harness import RESULTS, make_daemon, unique  # noqa: E402
+from harness import RESULTS, Traced, make_daemon, unique  # noqa: E402
 from session import Bench, Settings  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vs", help="another checkout (its bin/workerless runs the same drains)")
+    parser.add_argument("--daemon-bin", help="this side's bin/workerless (default: this checkout's)")
     parser.add_argument("--small", type=int, default=1000)
     parser.add_argument("--large", type=int, default=5000)
+    parser.add_argument("--tracing", default="off",
+                        help="comma-separated: off (no [tracing]) or OTEL_TRACES_SAMPLER[:OTEL_TRACES_SAMPLER_ARG]")
     return parser.parse_args()
 
 
-def instructions(bench: Bench, daemon_bin: Path, label: str, messages: int) -> int:
+def traced(bench: Bench, sampler: str) -> Traced | None:
+    """None for `off`; else spans sampled by SAMPLER[:ARG] to the OTLP collector, the tracing scenario's buffer."""
+    if sampler == "off":
+        return None
+    import tracing  # bench/tracing.py
+
+    name, _, argument = sampler.partition(":")
+    return Traced(bench.otlp.url, name, argument or None, tracing.SPAN_BUFFER)
+
+
+def instructions(bench: Bench, daemon_bin: Path, label: str, messages: int, sampler: str = "off") -> int:
     """The instructions callgrind counted for one whole run of the daemon draining `messages`."""
     harness.DAEMON_BIN = daemon_bin
     name = unique(f"instructions-{label}")
@@ -46,7 +64,8 @@ def instructions(bench: Bench, daemon_bin: Path, label: str, messages: int) -> i
     bench.sqs.send_many(url, messages, "bulk")
     bench.sink.reset(0)
     worker = make_daemon(f"instructions-{label}", bench.fauxqs.url, queues=[name], sink_url=bench.sink.url,
-                         concurrency=50, poll_for=1, extra=(f"--max-messages={messages}",))
+                         concurrency=50, poll_for=1, extra=(f"--max-messages={messages}",),
+                         traced=traced(bench, sampler))
     out = RESULTS / f"callgrind-{label}-{messages}.out"
     worker.argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *worker.argv]
     worker.env["PYTHONHASHSEED"] = "0"
@@ -68,22 +87,33 @@ def main() -> int:
     if shutil.which("valgrind") is None:
         print("bench/instructions.py needs valgrind (apt install valgrind)", file=sys.stderr)
         return 2
-    bins = {"this": harness.DAEMON_BIN.resolve()}
+    bins = {"this": Path(args.daemon_bin or harness.DAEMON_BIN).resolve()}
     if args.vs:
         bins["vs"] = (Path(args.vs) / "bin" / "workerless").resolve()
     bench = Bench(Settings(quick=True, runs=1))
-    per_message: dict[str, float] = {}
+    samplers = args.tracing.split(",")
+    per_message: dict[tuple[str, str], float] = {}
     try:
         for name, daemon_bin in bins.items():
-            small = instructions(bench, daemon_bin, name, args.small)
-            large = instructions(bench, daemon_bin, name, args.large)
-            per_message[name] = (large - small) / (args.large - args.small)
-            print(f"  {name} ({daemon_bin.parent.parent}): {per_message[name]:,.0f} instructions per message "
-                  f"({small:,} for {args.small:,} messages, {large:,} for {args.large:,})", flush=True)
+            for sampler in samplers:
+                label = name if sampler == "off" else f"{name}-{sampler.replace(':', '-')}"
+                small = instructions(bench, daemon_bin, label, args.small, sampler)
+                large = instructions(bench, daemon_bin, label, args.large, sampler)
+                per_message[(name, sampler)] = (large - small) / (args.large - args.small)
+                print(f"  {name} ({daemon_bin.parent.parent}), tracing {sampler}: "
+                      f"{per_message[(name, sampler)]:,.0f} instructions per message "
+                      f"({small:,} for {args.small:,} messages, {large:,} for {args.large:,})", flush=True)
     finally:
         bench.close()
-    if "vs" in per_message:
-        print(f"instructions per message: {per_message['this'] / per_message['vs']:.3f}x {bins['vs'].parent.parent}")
+    for name in bins:
+        first = per_message[(name, samplers[0])]
+        for sampler in samplers[1:]:
+            print(f"instructions per message, {name}: tracing {sampler} {per_message[(name, sampler)] / first:.3f}x "
+                  f"tracing {samplers[0]}")
+    if "vs" in bins:
+        for sampler in samplers:
+            ratio = per_message[("this", sampler)] / per_message[("vs", sampler)]
+            print(f"instructions per message (tracing {sampler}): {ratio:.3f}x {bins['vs'].parent.parent}")
     return 0
 
 

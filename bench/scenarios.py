@@ -21,6 +21,7 @@ import harness
 import idempotency
 import polling
 import scale
+import tracing
 from harness import log, spread, unique
 from session import Bench, summarize
 
@@ -196,5 +197,5 @@ RUNNERS: dict[str, Callable[[Bench], dict[str, Any]]] = {
     "throughput": throughput, "components": components, "slow_sink": slow_sink,
     "requests": polling.requests, "idle": polling.idle, "wake": polling.wake, "memory": memory,
     "priority": polling.priority, "latency": latency, **scale.RUNNERS, **flow.RUNNERS, **fleet.RUNNERS,
-    **fleet_limits.RUNNERS, **idempotency.RUNNERS}
+    **fleet_limits.RUNNERS, **idempotency.RUNNERS, **tracing.RUNNERS}
 SCENARIOS = tuple(RUNNERS)

@@ -12,7 +12,8 @@ from typing import Any
 
 import harness
 import scale
-from harness import DynamoStandIn, Idempotent, Proxy, Sink, Sqs, Worker, make_baseline, make_daemon, spread, unique
+from harness import (DynamoStandIn, Idempotent, OtlpSink, Proxy, Sink, Sqs, Traced, Worker, make_baseline, make_daemon,
+                     spread, unique)
 
 
 class Settings:
@@ -50,6 +51,7 @@ class Bench:
         self.scale_settings = settings.scale
         self._proxy: Proxy | None = None
         self._dynamodb: DynamoStandIn | None = None
+        self._otlp: OtlpSink | None = None
         self.workers: list[Worker] = []
 
     @property
@@ -65,18 +67,25 @@ class Bench:
             self._dynamodb = DynamoStandIn()
         return self._dynamodb
 
+    @property
+    def otlp(self) -> OtlpSink:
+        """The OTLP/HTTP collector of the tracing scenario, started on first use."""
+        if self._otlp is None:
+            self._otlp = OtlpSink()
+        return self._otlp
+
     def close(self) -> None:
         for worker in self.workers:
             if worker.exit_code is None:
                 worker.kill()
-        for service in (self._proxy, self._dynamodb, self.sink, self.fauxqs):
+        for service in (self._proxy, self._dynamodb, self._otlp, self.sink, self.fauxqs):
             if service is not None:
                 service.stop()
 
     def worker(self, kind: str, label: str, *, endpoint: str | None = None, queues: list[str], concurrency: int,
                poll_for: int = 1, max_messages: int | None = None, drain: bool = False,
                max_connections: int | None = None, lambda_function: str | None = None,
-               idempotent: Idempotent | None = None) -> Worker:
+               idempotent: Idempotent | None = None, traced: Traced | None = None) -> Worker:
         endpoint = endpoint or self.fauxqs.url
         if kind == "daemon":
             extra: list[str] = []
@@ -88,10 +97,10 @@ class Bench:
                                  poll_for=poll_for, max_connections=max_connections, extra=tuple(extra),
                                  lambda_function=lambda_function,  # Invoke goes to the sink (bench/sink.mjs)
                                  lambda_endpoint=self.sink.url if lambda_function else None,
-                                 idempotent=idempotent)
+                                 idempotent=idempotent, traced=traced)
         else:
-            if idempotent is not None:
-                raise ValueError("the plain baseline has no idempotent delivery")
+            if idempotent is not None or traced is not None:
+                raise ValueError("the plain baseline has no idempotent delivery and no tracing")
             worker = make_baseline(label, endpoint, queues=queues, sink_url=self.sink.url, concurrency=concurrency,
                                    poll_for=poll_for, max_messages=max_messages)
         self.workers.append(worker)
@@ -99,7 +108,7 @@ class Bench:
 
     def backlog_run(self, kind: str, label: str, *, concurrency: int, messages: int, delay_ms: float,
                     max_connections: int | None = None, lambda_function: str | None = None,
-                    idempotent: Idempotent | None = None) -> dict[str, Any]:
+                    idempotent: Idempotent | None = None, traced: Traced | None = None) -> dict[str, Any]:
         """Load a backlog, start the worker, sample until the sink has seen every message."""
         name = unique(label)
         url = self.sqs.create(name)
@@ -107,7 +116,7 @@ class Bench:
         self.sink.reset(delay_ms)
         worker = self.worker(kind, label, queues=[name], concurrency=concurrency, max_messages=messages,
                              max_connections=max_connections, lambda_function=lambda_function,
-                             idempotent=idempotent)
+                             idempotent=idempotent, traced=traced)
         helper_cpu = self._sample_until_delivered(worker, messages)
         code = worker.wait(30)
         if code is None:
