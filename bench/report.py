@@ -17,6 +17,7 @@ import fleet
 import fleet_limits
 import harness
 import idempotency
+import redrive
 import scale
 import tracing
 
@@ -81,7 +82,8 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
     rows = [row for name, rows_of in SCENARIO_ROWS if name in scenario for row in rows_of(scenario[name])]
     return (rows + scale.table_rows(scenario, cell, ratio_text) + fleet.table_rows(scenario, cell, ratio_text)
             + fleet_limits.table_rows(scenario, cell, ratio_text)
-            + idempotency.table_rows(scenario, cell, ratio_text) + tracing.table_rows(scenario, cell, ratio_text))
+            + idempotency.table_rows(scenario, cell, ratio_text) + tracing.table_rows(scenario, cell, ratio_text)
+            + redrive.table_rows(scenario, cell, ratio_text))
 
 
 def compared(label: str, block: dict[str, Any], key: str, digits: int = 1) -> Row:

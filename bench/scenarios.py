@@ -20,6 +20,7 @@ import flow
 import harness
 import idempotency
 import polling
+import redrive
 import scale
 import tracing
 from harness import log, spread, unique
@@ -197,5 +198,5 @@ RUNNERS: dict[str, Callable[[Bench], dict[str, Any]]] = {
     "throughput": throughput, "components": components, "slow_sink": slow_sink,
     "requests": polling.requests, "idle": polling.idle, "wake": polling.wake, "memory": memory,
     "priority": polling.priority, "latency": latency, **scale.RUNNERS, **flow.RUNNERS, **fleet.RUNNERS,
-    **fleet_limits.RUNNERS, **idempotency.RUNNERS, **tracing.RUNNERS}
+    **fleet_limits.RUNNERS, **idempotency.RUNNERS, **tracing.RUNNERS, **redrive.RUNNERS}
 SCENARIOS = tuple(RUNNERS)
