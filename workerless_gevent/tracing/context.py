@@ -34,10 +34,16 @@ def parent_of(message: Message) -> Context | None:
 
 
 def outgoing_headers(span: trace.Span, message: Message) -> dict[str, str]:
-    """The headers by which the app's spans become children of the delivery span."""
-    context = trace.set_span_in_context(span, EMPTY)
-    headers: dict[str, str] = {}
-    W3C.inject(headers, context)
+    """The headers by which the app's spans become children of the delivery span: `traceparent` (and the
+    producer's `tracestate`) written as the W3C propagator writes them, without its context and carrier
+    round trip (a fifth of an unsampled span's cost), X-Ray's through its propagator."""
+    span_context = span.get_span_context()
+    if not span_context.is_valid:
+        return {}
+    headers = {"traceparent": f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-"
+                              f"{span_context.trace_flags:02x}"}
+    if span_context.trace_state:
+        headers["tracestate"] = span_context.trace_state.to_header()
     if "AWSTraceHeader" in message.attributes:
-        XRAY.inject(headers, context)
+        XRAY.inject(headers, trace.set_span_in_context(span, EMPTY))
     return headers
