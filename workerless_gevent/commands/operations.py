@@ -8,8 +8,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..aws.clients import build_command_client
-from ..aws.session import open_session
+from ..aws.clients import build_command_client, wire_command_client
+from ..aws.session import open_session, trusted_ca_bundle
 from ..config.loading import load_config
 from ..config.model import AwsConfig, Config
 from ..errors import AWS_ERRORS, ConfigError, ExitStatus, describe_error, error_code
@@ -42,15 +42,18 @@ def run_operator_command(args: dict[str, Any], env: Mapping[str, str], flags: Ma
         return ExitStatus.BAD_CONFIG if error.is_missing else ExitStatus.ERROR
 
 
-def command_client(config: Config | None, env: Mapping[str, str], connections: int = 10) -> Any:
+def command_client(config: Config | None, env: Mapping[str, str], connections: int = 10, wired: bool = False) -> Any:
     """`connections`: calls at once (redrive's --parallel); botocore merges its pool size into the client's
-    configuration, so urllib3 never opens and drops connections past its pool."""
+    configuration, so urllib3 never opens and drops connections past its pool. `wired`: the hot calls on our
+    wire (`aws.clients.WiredSqs`)."""
     import botocore.config
 
     aws = config.aws if config else AwsConfig()
     session, region, _ = open_session(aws, env, config.source if config else "command line")
     session.set_default_client_config(botocore.config.Config(max_pool_connections=connections))
-    return build_command_client(session, aws, region, "sqs")
+    client = build_command_client(session, aws, region, "sqs")
+    return wire_command_client(client, session, connections, trusted_ca_bundle(aws.ca_bundle, session)) if wired \
+        else client
 
 
 def load_queues(path: str | None, env: Mapping[str, str], flags: Mapping[str, object]) -> Config:
@@ -114,7 +117,7 @@ def redrive_request(args: dict[str, Any]) -> RedriveRequest:
 def redrive(args: dict[str, Any], env: Mapping[str, str]) -> int:
     request = redrive_request(args)
     config = load_config(args["--config"], env, {}) if args["--config"] else None
-    sqs = command_client(config, env, connections=2 * request.parallel)  # each worker's send and last delete
+    sqs = command_client(config, env, connections=2 * request.parallel, wired=True)  # a send and a delete each
     mover = Redrive(sqs, request, NoProgress())
     if args["--dry-run"]:
         return dry_run(mover)

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 COMMANDS = ("check", "send", "demo", "stats", "redrive")
 COMMAND_OPTIONS = {"--online": "check", "--iam": "check", "--attr": "send", "--trace-header": "send",
                    "--s3-bucket": "send", "--json": "stats", "--watch": "stats", "--to": "redrive",
-                   "--max": "redrive", "--rate": "redrive", "--dry-run": "redrive"}  # options only one command takes
+                   "--max": "redrive", "--rate": "redrive", "--dry-run": "redrive",
+                   "--parallel": "redrive"}  # options only one command takes
 REPEATABLE_OPTIONS = ("--attr",)
 
 

@@ -71,6 +71,12 @@ class SqsWire(JsonWire):
                 params[key] = encode_attributes(value) if key == "MessageAttributes" else value
         return self.call("SendMessage", params)
 
+    def send_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        """Entries as botocore takes them (binary attribute values as bytes); redrive's copies."""
+        entries = [{**entry, "MessageAttributes": encode_attributes(entry["MessageAttributes"])}
+                   if entry.get("MessageAttributes") else entry for entry in Entries]
+        return self.call("SendMessageBatch", {"QueueUrl": QueueUrl, "Entries": entries})
+
     def get_queue_url(self, *, QueueName: str, QueueOwnerAWSAccountId: str | None = None) -> dict[str, Any]:
         params = {"QueueName": QueueName}
         if QueueOwnerAWSAccountId is not None:
