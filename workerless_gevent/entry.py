@@ -27,7 +27,8 @@ def main() -> int:
 
         if command and not environment_suffices(os.environ):
             # Region and credentials resolve in a child process while this one patches and imports (aws.child);
-            # static keys, a container credentials endpoint, an EC2 instance profile or web identity need none (aws.environment).
+            # static keys, a container credentials endpoint, an EC2 instance profile or web identity need none
+            # (aws.environment).
             from .aws.child import EarlyResolution
 
             early = EarlyResolution()
