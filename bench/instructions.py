@@ -41,6 +41,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--daemon-bin", help="this side's bin/workerless (default: this checkout's)")
     parser.add_argument("--small", type=int, default=1000)
     parser.add_argument("--large", type=int, default=5000)
+    parser.add_argument("--timeout", type=float, help="seconds a drain may take (default 60 + messages / 5; a "
+                                                        "loaded machine under callgrind needs more)")
     parser.add_argument("--tracing", default="off",
                         help="comma-separated: off (no [tracing]) or OTEL_TRACES_SAMPLER[:OTEL_TRACES_SAMPLER_ARG]")
     return parser.parse_args()
@@ -56,7 +58,8 @@ def traced(bench: Bench, sampler: str) -> Traced | None:
     return Traced(bench.otlp.url, name, argument or None, tracing.SPAN_BUFFER)
 
 
-def instructions(bench: Bench, daemon_bin: Path, label: str, messages: int, sampler: str = "off") -> int:
+def instructions(bench: Bench, daemon_bin: Path, label: str, messages: int, sampler: str = "off",
+                 timeout: float | None = None) -> int:
     """The instructions callgrind counted for one whole run of the daemon draining `messages`."""
     harness.DAEMON_BIN = daemon_bin
     name = unique(f"instructions-{label}")
@@ -70,7 +73,7 @@ def instructions(bench: Bench, daemon_bin: Path, label: str, messages: int, samp
     worker.argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *worker.argv]
     worker.env["PYTHONHASHSEED"] = "0"
     bench.workers.append(worker.start())
-    if worker.wait(60 + messages / 5) is None:
+    if worker.wait(timeout or 60 + messages / 5) is None:
         worker.stop()
     bench.sqs.delete(url)
     delivered = bench.sink.stats()["count"]
@@ -97,8 +100,8 @@ def main() -> int:
         for name, daemon_bin in bins.items():
             for sampler in samplers:
                 label = name if sampler == "off" else f"{name}-{sampler.replace(':', '-')}"
-                small = instructions(bench, daemon_bin, label, args.small, sampler)
-                large = instructions(bench, daemon_bin, label, args.large, sampler)
+                small = instructions(bench, daemon_bin, label, args.small, sampler, args.timeout)
+                large = instructions(bench, daemon_bin, label, args.large, sampler, args.timeout)
                 per_message[(name, sampler)] = (large - small) / (args.large - args.small)
                 print(f"  {name} ({daemon_bin.parent.parent}), tracing {sampler}: "
                       f"{per_message[(name, sampler)]:,.0f} instructions per message "
