@@ -66,9 +66,10 @@ class SpanBuffer(SpanProcessor):
                 self.failed += 1
                 self.count(OVERALL, "SpanExportFailures", 1)
 
-    def report(self) -> None:
-        """At most one WARNING per interval about what did not reach the collector."""
-        if not (self.dropped or self.failed) or time.monotonic() - self.reported_at < self.report_seconds:
+    def report(self, is_final: bool = False) -> None:
+        """At most one WARNING per interval about what did not reach the collector (and one at stop)."""
+        if not (self.dropped or self.failed) or (time.monotonic() - self.reported_at < self.report_seconds
+                                                 and not is_final):
             return
         logger.warning("tracing: %d span batches not taken by the OTLP collector and %d spans dropped (buffer of %d "
                        "full) in the last %.0fs; deliveries go on", self.failed, self.dropped, self.max_queue_size,
@@ -80,7 +81,7 @@ class SpanBuffer(SpanProcessor):
         """At stop: what is buffered goes out within `timeout_seconds`, else it is left."""
         with gevent.Timeout(timeout_seconds, False):
             self.export_waiting()
-        self.report()
+        self.report(is_final=True)
 
     def shutdown(self) -> None:
         self.exporter.shutdown()
