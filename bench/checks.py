@@ -10,6 +10,7 @@ from typing import Any, Callable
 import idempotency
 import redrive
 import scale
+import scale_targets
 import tracing
 
 
@@ -17,7 +18,8 @@ def target_checks(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of the scenarios that ran, its value and whether it passed (None: no value)."""
     scenario = results.get("scenarios", {})
     checks = [item for name, checks_of in SCENARIO_CHECKS if name in scenario for item in checks_of(scenario[name])]
-    for name, value, limit, passed in (scale.target_checks(scenario) + idempotency.target_checks(scenario)
+    for name, value, limit, passed in (scale.target_checks(scenario) + scale_targets.target_checks(scenario)
+                                        + idempotency.target_checks(scenario)
                                         + tracing.target_checks(scenario) + redrive.target_checks(scenario)):
         checks.append({"target": name, "value": value, "limit": limit, "pass": passed})
     return checks

@@ -19,6 +19,7 @@ import harness
 import idempotency
 import redrive
 import scale
+import scale_targets
 import tracing
 
 
@@ -80,7 +81,8 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
     """The printed table's rows (figure, daemon, baseline, ratio) of the scenarios that ran, in run order."""
     scenario = results["scenarios"]
     rows = [row for name, rows_of in SCENARIO_ROWS if name in scenario for row in rows_of(scenario[name])]
-    return (rows + scale.table_rows(scenario, cell, ratio_text) + fleet.table_rows(scenario, cell, ratio_text)
+    return (rows + scale.table_rows(scenario, cell, ratio_text) + scale_targets.table_rows(scenario, cell, ratio_text)
+            + fleet.table_rows(scenario, cell, ratio_text)
             + fleet_limits.table_rows(scenario, cell, ratio_text)
             + idempotency.table_rows(scenario, cell, ratio_text) + tracing.table_rows(scenario, cell, ratio_text)
             + redrive.table_rows(scenario, cell, ratio_text))

@@ -5,7 +5,7 @@
     python bench/run.py --quick    smoke run: every scenario once, with few messages (about 2 min)
 
 Options: --runs=N, --only=NAME[,NAME] (throughput, components, slow_sink, requests, idle, wake, memory,
-priority, latency, startup, scale, lambda, flow, fleet,
+priority, latency, startup, scale, lambda, scale_wide, scale_queues, scale_priority, flow, fleet,
 fleet_limits, idempotency, tracing, redrive), --no-profile, --strict (exit 1 on a missed target),
 --daemon-bin=PATH (measure another checkout, e.g. a proposed fix), --json=PATH (default
 bench/results/latest.json; latest-quick.json with --quick, so a smoke run never overwrites the figures
@@ -24,7 +24,8 @@ environment sets it for every other scenario. The runner's own setup calls never
 
 This module is the command line only. The parts: session.py (settings, the node services, the
 workers, one backlog run), scenarios.py (what each --only name runs; the backlog scenarios),
-polling.py (requests, idle, wake, priority), scale.py (startup, scale, lambda), flow.py (flow), fleet.py (fleet),
+polling.py (requests, idle, wake, priority), scale.py (startup, scale, lambda), scale_targets.py
+(scale_wide, scale_queues, scale_priority: issue 30's scale targets at its settings), flow.py (flow), fleet.py (fleet),
 fleet_limits.py (fleet_limits, with fleet_members.py and dynamodb.py: moto's DynamoDB), idempotency.py
 (idempotency, on the DynamoDB stand-in bench/dynamodb_standin.mjs), tracing.py (tracing, with the OTLP
 collector bench/otlp_sink.mjs), redrive.py (redrive: `workerless redrive`), profiling.py (py-spy

@@ -22,6 +22,7 @@ import idempotency
 import polling
 import redrive
 import scale
+import scale_targets
 import tracing
 from harness import log, spread, unique
 from session import Bench, summarize
@@ -197,6 +198,6 @@ def latency(bench: Bench) -> dict[str, Any]:
 RUNNERS: dict[str, Callable[[Bench], dict[str, Any]]] = {
     "throughput": throughput, "components": components, "slow_sink": slow_sink,
     "requests": polling.requests, "idle": polling.idle, "wake": polling.wake, "memory": memory,
-    "priority": polling.priority, "latency": latency, **scale.RUNNERS, **flow.RUNNERS, **fleet.RUNNERS,
+    "priority": polling.priority, "latency": latency, **scale.RUNNERS, **scale_targets.RUNNERS, **flow.RUNNERS, **fleet.RUNNERS,
     **fleet_limits.RUNNERS, **idempotency.RUNNERS, **tracing.RUNNERS, **redrive.RUNNERS}
 SCENARIOS = tuple(RUNNERS)
