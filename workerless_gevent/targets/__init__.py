@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..message import Message
@@ -23,7 +23,8 @@ class Outcome:
     error_type: str = ""
     error: str = ""
     retry_after_seconds: float | None = None
-    status: int = 0  # the HTTP status the app answered, 0 where there was none (Lambda, no answer)
+    # the HTTP status the app answered, 0 where there was none (Lambda, no answer): for traces, not a kind of outcome
+    status: int = field(default=0, compare=False)
 
     @classmethod
     def success(cls) -> Outcome:
