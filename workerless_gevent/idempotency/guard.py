@@ -81,11 +81,10 @@ class Idempotency:
             if slot in keyed:  # the same key twice in one receive: the second waits for the first's claim
                 admission.later.append((message, claim_seconds(message)))
                 continue
-            deadline = math.ceil(time.time() + max(1.0, message.visible_until - time.monotonic()))
-            keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", deadline))
+            keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", claim_deadline(message)))
         if not keyed:
             return admission
-        if not self.health.is_table_ready and self.config.on_store_failure == "hold":  # a watcher's receive at start
+        if self.health.is_waiting_for_table:  # a watcher's receive at start
             admission.later.extend((message, 1) for message, _ in keyed.values())
             return admission
         claims = [claim for _, claim in keyed.values()]
@@ -111,9 +110,9 @@ class Idempotency:
                 admission.later.append((message, within_limits(message, verdict.seconds)))
         return admission
 
-    def claim_of(self, message: Message) -> Claim:
+    def claim_of(self, message: Message, deadline: int = 0) -> Claim:
         assert message.claim is not None and message.idempotency_key is not None
-        return Claim(item_key(message.queue, message.idempotency_key), message.claim, 0)
+        return Claim(item_key(message.queue, message.idempotency_key), message.claim, deadline)
 
     def complete(self, message: Message, delete: Callable[[], None]) -> None:
         """After a success: `completed`, then `delete`."""
@@ -158,8 +157,7 @@ class Idempotency:
         for message in messages:
             if message.claim is None:
                 continue
-            deadline = math.ceil(time.time() + max(1.0, message.visible_until - time.monotonic()))
-            claim = Claim(self.claim_of(message).slot, message.claim, deadline)
+            claim = self.claim_of(message, claim_deadline(message))
             try:
                 if not self.store.extend(claim):
                     logger.warning("queue=%s message=%s key=%s: its claim lapsed and another took the key; both may "
@@ -168,6 +166,11 @@ class Idempotency:
             except AWS_ERRORS as error:
                 self.count(message.queue, "IdempotencyStoreErrors", 1)
                 self.health.failed(describe_error(error))
+
+
+def claim_deadline(message: Message) -> int:
+    """A claim lasts as long as its message stays hidden: epoch seconds, for other hosts to compare."""
+    return math.ceil(time.time() + max(1.0, message.visible_until - time.monotonic()))
 
 
 def claim_seconds(message: Message) -> int:

@@ -27,8 +27,17 @@ class StoreHealth:
         self.is_table_ready = False  # the table exists (made if missing at start): claims may begin
 
     @property
+    def holds(self) -> bool:
+        """on_store_failure = "hold": nothing delivered under a key while the table cannot be used."""
+        return self.config.on_store_failure == "hold"
+
+    @property
     def is_holding(self) -> bool:
-        return self.failing_since is not None and self.config.on_store_failure == "hold"
+        return self.failing_since is not None and self.holds
+
+    @property
+    def is_waiting_for_table(self) -> bool:
+        return not self.is_table_ready and self.holds
 
     def failed(self, error: str) -> int:
         """A call failed for good: returns how long (whole seconds) held messages stay invisible."""
@@ -37,7 +46,7 @@ class StoreHealth:
         self.last_error = error
         if self.failing_since is None:
             self.failing_since = now
-            if self.config.on_store_failure == "hold":
+            if self.holds:
                 logger.warning("idempotency table %s failing (%s): nothing is delivered under a key until it answers "
                                "(on_store_failure = \"hold\"); the messages stay in their queues", self.config.table,
                                error)
@@ -59,7 +68,7 @@ class StoreHealth:
 
     def problem(self) -> str:
         """Why a queue with a key delivers nothing now ('' while it may)."""
-        if not self.is_table_ready and self.config.on_store_failure == "hold":
+        if self.is_waiting_for_table:
             return f"idempotency table {self.config.table} not usable yet: nothing delivered under a key until it is"
         if not self.is_holding or self.failing_since is None:
             return ""
@@ -77,7 +86,7 @@ class StoreGate:
 
     def wait_seconds(self, has_work: bool) -> float:
         health = self.health
-        if not health.is_table_ready and health.config.on_store_failure == "hold":
+        if health.is_waiting_for_table:
             return TABLE_CHECK_SECONDS  # the table maker wakes the poller once it is there
         return max(0.0, health.retry_at - time.monotonic()) if health.is_holding else 0.0
 
