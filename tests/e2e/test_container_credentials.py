@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
-from tests.support.credentials_endpoint import ChildSampler, CredentialsEndpoint, assert_still_delivers_signed_with
+from tests.support.credentials_endpoint import (ChildSampler, CredentialsEndpoint, assert_never_a_child,
+                                               assert_still_delivers_signed_with, signed_with)
 
 KEY_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 
@@ -26,11 +27,6 @@ def start_on_the_endpoint(daemon: Callable[..., Daemon], proxied_env: dict[str, 
     proc = daemon([f"--queues={queue.name}", f"--http={app.url}/work", "--concurrency=4", "--poll-for=1"], env=env)
     endpoint.watched_pid = sampler.pid = proc.pid
     return proc
-
-
-def assert_never_a_child(endpoint: CredentialsEndpoint, sampler: ChildSampler) -> None:
-    assert endpoint.requests and all(request.children == [] for request in endpoint.requests), endpoint.requests
-    assert sampler.samples > 10 and not sampler.seen, (sampler.samples, sampler.seen)
 
 
 def test_a_daemon_on_container_credentials_delivers_with_no_child(
@@ -71,16 +67,14 @@ def test_expiring_container_credentials_are_renewed_from_the_endpoint_with_no_ch
     wait_until(lambda: credentials_endpoint.requests, 60, message="no fetch at start")
     token_file.write_text("rotated-token")  # the renewal is due 4 s after that fetch
 
-    def tokens_signed_with() -> set[str | None]:
-        return {request.security_token for request in counting_proxy.requests if request.action == "ReceiveMessage"}
-
-    wait_until(lambda: len(tokens_signed_with() - {None}) >= 3, 60,
-               message=lambda: f"tokens fetched {credentials_endpoint.tokens}, signed with {tokens_signed_with()}")
+    wait_until(lambda: len(signed_with(counting_proxy) - {None}) >= 3, 60,
+               message=lambda: f"tokens fetched {credentials_endpoint.tokens}, "
+                               f"signed with {signed_with(counting_proxy)}")
     sqs.send_message(QueueUrl=queue.url, MessageBody="after renewals")
     assert http_app.wait_for_requests(1, timeout=30)[0].body == b"after renewals"
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted with renewed credentials")
     assert proc.stop(timeout=30) == 0
-    assert None not in tokens_signed_with() and tokens_signed_with() <= set(credentials_endpoint.tokens)
+    assert None not in signed_with(counting_proxy) and signed_with(counting_proxy) <= set(credentials_endpoint.tokens)
     assert proc.output().count("AWS credentials renewed") >= 2
     authorizations = [request.authorization for request in credentials_endpoint.requests]
     assert authorizations[0] == "first-token" and set(authorizations[1:]) == {"rotated-token"}, authorizations

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
-from tests.support.credentials_endpoint import ChildSampler, assert_still_delivers_signed_with
+from tests.support.credentials_endpoint import (ChildSampler, assert_never_a_child, assert_still_delivers_signed_with,
+                                               signed_with)
 from tests.support.instance_metadata import ROLE_PATH, ZONE_PATH, InstanceMetadataService
 from tests.support.moto import REGION
 from workerless_gevent.aws.renewal import RENEW_BEFORE_SECONDS
@@ -41,15 +42,6 @@ def start_on_imds(daemon: Callable[..., Daemon], proxied_env: dict[str, str], im
     proc = daemon([f"--queues={queue.name}", f"--http={app.url}/work", "--concurrency=4", "--poll-for=1"], env=env)
     imds.watched_pid = sampler.pid = proc.pid
     return proc
-
-
-def assert_never_a_child(imds: InstanceMetadataService, sampler: ChildSampler) -> None:
-    assert imds.requests and all(request.children == [] for request in imds.requests), imds.requests
-    assert sampler.samples > 10 and not sampler.seen, (sampler.samples, sampler.seen)
-
-
-def signed_with(proxy: CountingProxy) -> set[str | None]:
-    return {request.security_token for request in proxy.requests if request.action == "ReceiveMessage"}
 
 
 def test_a_daemon_on_an_instance_profile_delivers_with_no_child_region_from_imds(

@@ -114,3 +114,15 @@ def assert_still_delivers_signed_with(proc: Daemon, sqs: Any, queue: Queue, app:
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted after a failed renewal")
     assert proc.stop(timeout=30) == 0
     assert {request.security_token for request in proxy.requests} == {session_token}
+
+
+def assert_never_a_child(endpoint: Any, sampler: ChildSampler) -> None:
+    """A credentials source the daemon asked itself (container endpoint, IMDS, STS): no child at any of its
+    requests, and none seen by the sampler either."""
+    assert endpoint.requests and all(request.children == [] for request in endpoint.requests), endpoint.requests
+    assert sampler.samples > 10 and not sampler.seen, (sampler.samples, sampler.seen)
+
+
+def signed_with(proxy: CountingProxy) -> set[str | None]:
+    """The session tokens the daemon's receives were signed with."""
+    return {request.security_token for request in proxy.requests if request.action == "ReceiveMessage"}
