@@ -121,6 +121,40 @@ def test_a_500_retried_and_a_dead_letter_are_error_spans_with_events_and_their_l
     assert all((line["trace_id"], line["span_id"]) in ids for line in warnings)
 
 
+def test_the_sampler_and_limits_come_from_otel_variables_and_an_unsampled_delivery_still_carries_its_context(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], receiver: OtlpReceiver, http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    """OTEL_TRACES_SAMPLER=parentbased_always_off: the producer's sampled message is recorded (its parent
+    decides), within OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT; an unsampled producer's message and a message
+    without a context are not exported, yet the app gets a traceparent in the producer's trace (a new span id,
+    flags 00), and the delivery's log lines carry those ids."""
+    queue = make_queue()
+    unsampled_producer = f"00-{PRODUCER_TRACE_ID[::-1]}-{PRODUCER_SPAN_ID}-00"
+    sampled_id = send(sqs, queue, "sampled")
+    send(sqs, queue, "unsampled", traceparent=unsampled_producer)
+    send(sqs, queue, "no context", traceparent=None)
+    http_app.respond = lambda request: (500 if request.body == b"unsampled" else 200, {}, b"")
+    config = traced_config(tmp_path, queue, {"type": "http", "url": f"{http_app.url}/"}, max_retries=5,
+                           error_visibility_timeout=600)
+    env = traced_env(aws_env, receiver, OTEL_TRACES_SAMPLER="parentbased_always_off",
+                     OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT="8")
+    proc = daemon(["-c", str(config)], env=env)
+    requests = {request.body: request for request in http_app.wait_for_requests(3, timeout=60)}
+    wait_until(lambda: receiver.named(f"{queue.name} process"), 30, message="no span")
+    assert proc.stop(timeout=30) == 0
+    (span,) = receiver.named(f"{queue.name} process")  # the sampled parent's only
+    assert (span.trace_id, span.parent_span_id) == (PRODUCER_TRACE_ID, PRODUCER_SPAN_ID)
+    assert span.attributes["messaging.message.id"] == sampled_id[:8]
+    assert requests[b"sampled"].headers["traceparent"] == f"00-{PRODUCER_TRACE_ID}-{span.span_id}-01"
+    version, trace_id, span_id, flags = requests[b"unsampled"].headers["traceparent"].split("-")
+    assert (version, trace_id, flags) == ("00", PRODUCER_TRACE_ID[::-1], "00") and span_id != PRODUCER_SPAN_ID
+    _, fresh_trace_id, _, fresh_flags = requests[b"no context"].headers["traceparent"].split("-")
+    assert fresh_trace_id not in (PRODUCER_TRACE_ID, trace_id) and fresh_flags == "00"
+    failed = [line for line in log_lines(proc) if line["level"] == "WARNING" and "outcome=failure" in line["message"]]
+    assert failed and all((line["trace_id"], line["span_id"]) == (trace_id, span_id) for line in failed)
+
+
 def test_a_message_with_only_awstraceheader_lands_in_its_xray_trace(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], receiver: OtlpReceiver, http_app: HttpApp, sqs: Any,
     make_queue: Callable[..., Queue], tmp_path: Path,

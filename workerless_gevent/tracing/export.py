@@ -11,8 +11,7 @@ from collections.abc import Callable
 
 import gevent
 import gevent.event
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ..metrics import OVERALL
@@ -22,7 +21,7 @@ logger = logging.getLogger(__name__)
 Count = Callable[[str, str, int], None]
 
 
-class SpanBuffer(SpanProcessor):
+class SpanBuffer:
     """The SDK's batching, on a gevent loop the daemon supervises, with its drops counted and reported."""
 
     def __init__(self, exporter: SpanExporter, count: Count, *, max_queue_size: int, batch_size: int,
@@ -38,9 +37,6 @@ class SpanBuffer(SpanProcessor):
         self.dropped = 0  # since the last WARNING
         self.failed = 0  # batches the collector did not take since the last WARNING
         self.reported_at = time.monotonic()
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        pass
 
     def on_end(self, span: ReadableSpan) -> None:
         if len(self.spans) >= self.max_queue_size:
@@ -82,9 +78,3 @@ class SpanBuffer(SpanProcessor):
         with gevent.Timeout(timeout_seconds, False):
             self.export_waiting()
         self.report(is_final=True)
-
-    def shutdown(self) -> None:
-        self.exporter.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True

@@ -1,16 +1,20 @@
-"""The daemon's tracer provider: the SDK's, with its sampler and resource from the standard OTEL_* variables
-(service.name `workerless` unless they name one), the OTLP/HTTP exporter (endpoint, headers, timeout and
-compression from OTEL_EXPORTER_OTLP_*), and the bounded buffer of `export.py` in place of the SDK's
-batching thread."""
+"""The daemon's tracing: the SDK's tracer provider for its sampler, id generator and resource from the
+standard OTEL_* variables (service.name `workerless` unless they name one; OTEL_SDK_DISABLED samples
+nothing), its span limits, the OTLP/HTTP exporter (endpoint, headers, timeout and compression from
+OTEL_EXPORTER_OTLP_*), and the bounded buffer of `export.py` in place of the SDK's batching thread."""
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from .. import __version__
 from ..config.model import Config
@@ -25,7 +29,6 @@ QUIET_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk")  # a collector d
 class TracingParts:
     tracing: Tracing
     buffer: SpanBuffer
-    provider: TracerProvider
 
 
 class FixedResource(Resource):
@@ -52,9 +55,11 @@ def build_tracing(config: Config, count: Count) -> TracingParts:
                         batch_size=tracing.max_export_batch_size, delay_seconds=tracing.schedule_delay_seconds,
                         report_seconds=config.metrics_interval)
     provider = TracerProvider(resource=resource)  # the sampler: OTEL_TRACES_SAMPLER (parent-based, always on)
-    provider.add_span_processor(buffer)
+    is_disabled = os.environ.get(OTEL_SDK_DISABLED, "false").strip().lower() == "true"
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     for handler in logging.getLogger().handlers:
         handler.addFilter(TraceIds())
-    return TracingParts(Tracing(provider.get_tracer("workerless", __version__)), buffer, provider)
+    spans = Tracing(ALWAYS_OFF if is_disabled else provider.sampler, provider.id_generator, resource,
+                    InstrumentationScope("workerless", __version__), SpanLimits(), buffer.on_end)
+    return TracingParts(spans, buffer)

@@ -2,100 +2,202 @@
 have it: a child of the message's own context (a Lambda batch: a link to each record's), with the queue,
 the message, how long it waited in the queue, and how the delivery went. The span is the current one while
 the delivery runs and settles, so that log lines carry its ids and the settler's retry or dead letter
-becomes an event on it."""
+becomes an event on it.
+
+The SDK decides and records: its sampler (OTEL_TRACES_SAMPLER), its id generator, its resource, its span
+limits, and its `ReadableSpan`, what the OTLP exporter encodes. What the daemon does not take from it is the
+general-purpose `Span` an instrumentation library gets from `Tracer.start_span`: made for attributes of any
+type set from any thread, it validates each attribute under a lock and copies them again at the end, about
+two thirds of a sampled span's cost here. A delivery's span has one shape, values the daemon made, and one
+greenlet: its attributes are a plain dict, and a span that is not sampled is only its ids."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.sdk.trace.sampling import Decision, Sampler
+from opentelemetry.sdk.util import BoundedList
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
 from ..message import Message
 from ..targets import Outcome, Result
-from .context import EMPTY, outgoing_headers, parent_of
+from .context import EMPTY, parent_of, xray_header
 
 SYSTEM = {"messaging.system": "aws_sqs", "messaging.operation.type": "process", "messaging.operation.name": "process"}
+SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
+UNSET = Status(StatusCode.UNSET)
+NO_STATE = TraceState()
+
+Attributes = dict[str, str | int]
+Export = Callable[[ReadableSpan], None]  # export.SpanBuffer.on_end
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Delivery:
-    span: trace.Span
-    token: object  # the context attached while it runs
+    """One delivery's span: its ids always; what it records only when it is sampled (`attributes` not None)."""
+
+    name: str
+    trace_id: int
+    span_id: int
+    trace_flags: TraceFlags
+    trace_state: TraceState
+    parent: SpanContext | None
+    links: list[Link]
+    started_ns: int
+    attributes: Attributes | None
     is_batch: bool
+    events: BoundedList[Event] | None = None
+    token: Token[Delivery | None] | None = None
+
+    def span_context(self) -> SpanContext:
+        return SpanContext(self.trace_id, self.span_id, False, self.trace_flags, self.trace_state)
+
+
+CURRENT: ContextVar[Delivery | None] = ContextVar("workerless_delivery_span", default=None)  # per greenlet
 
 
 class Tracing:
     """What the delivery slots and the settler ask of tracing (`delivery.slots.DeliveryTracer`)."""
 
-    def __init__(self, tracer: trace.Tracer) -> None:
-        self.tracer = tracer
+    def __init__(self, sampler: Sampler, ids: IdGenerator, resource: Resource, scope: InstrumentationScope,
+                 limits: SpanLimits, export: Export) -> None:
+        self.sampler = sampler
+        self.ids = ids
+        self.resource = resource
+        self.scope = scope
+        self.limits = limits
+        self.export = export
+        self.names: dict[str, str] = {}
 
     def start(self, queue: str, target: str, messages: list[Message], is_batch: bool) -> Delivery:
         """The delivery's span, current from now on; each HTTP message gets the headers that carry it."""
+        name = self.names.get(queue) or self.names.setdefault(queue, f"{queue} process")
+        parent_context: Context | None = None
+        parent: SpanContext | None = None
+        links: list[Link] = []
         if is_batch:
-            links = [Link(trace.get_current_span(parent).get_span_context())
-                     for message in messages if (parent := parent_of(message)) is not None]
-            span = self.tracer.start_span(f"{queue} process", EMPTY, SpanKind.CONSUMER, links=links)
+            for message in messages:
+                context = parent_of(message)
+                if context is not None:
+                    links.append(Link(trace.get_current_span(context).get_span_context()))
         else:
-            span = self.tracer.start_span(f"{queue} process", parent_of(messages[0]) or EMPTY, SpanKind.CONSUMER)
-            messages[0].trace_headers = outgoing_headers(span, messages[0])
-        if span.is_recording():
-            span.set_attributes(attributes_of(queue, target, messages, is_batch))
-        return Delivery(span, otel_context.attach(trace.set_span_in_context(span)), is_batch)
+            parent_context = parent_of(messages[0])
+            if parent_context is not None:
+                parent = trace.get_current_span(parent_context).get_span_context()
+        trace_id = parent.trace_id if parent is not None else self.ids.generate_trace_id()
+        # The SDK's sampler, as Tracer.start_span asks it (no attributes are known yet); parentless: the empty
+        # context, never the greenlet's, which the daemon does not set.
+        sampling = self.sampler.should_sample(parent_context or EMPTY, trace_id, name, SpanKind.CONSUMER, None, links)
+        decision = sampling.decision
+        delivery = Delivery(name, trace_id, self.ids.generate_span_id(),
+                            SAMPLED if decision is Decision.RECORD_AND_SAMPLE else NOT_SAMPLED,
+                            sampling.trace_state or NO_STATE, parent, links, time.time_ns(), None, is_batch)
+        if decision is not Decision.DROP:
+            delivery.attributes = attributes_of(queue, target, messages, is_batch)
+            if sampling.attributes:
+                delivery.attributes.update(sampling.attributes)
+        if not is_batch:
+            messages[0].trace_headers = outgoing_headers(delivery, messages[0])
+        delivery.token = CURRENT.set(delivery)
+        return delivery
 
     def finish(self, delivery: Delivery, outcomes: list[Outcome]) -> None:
-        span = delivery.span
         try:
-            if span.is_recording():
-                record_outcomes(span, outcomes, delivery.is_batch)
-            span.end()
+            attributes = delivery.attributes
+            if attributes is not None:
+                status = record_outcomes(attributes, outcomes, delivery.is_batch)
+                self.export(ReadableSpan(
+                    delivery.name, delivery.span_context(), delivery.parent, self.resource,
+                    limited(attributes, self.limits.max_span_attribute_length, self.limits.max_span_attributes),
+                    delivery.events or (), self.bounded_links(delivery.links),
+                    SpanKind.CONSUMER, status=status, start_time=delivery.started_ns, end_time=time.time_ns(),
+                    instrumentation_scope=self.scope))
         finally:
-            otel_context.detach(delivery.token)  # type: ignore[arg-type]
+            if delivery.token is not None:
+                CURRENT.reset(delivery.token)
 
     def note(self, message: Message, action: str, detail: dict[str, str | int]) -> None:
         """The settler's retry or dead letter, as an event on the delivery span (the current one)."""
-        span = trace.get_current_span()
-        if span.is_recording():
-            span.add_event(action, {"messaging.message.id": message.message_id, **detail})
+        delivery = CURRENT.get()
+        if delivery is None or delivery.attributes is None:
+            return
+        if delivery.events is None:
+            delivery.events = BoundedList(self.limits.max_events)
+        event_attributes: Attributes = {"messaging.message.id": message.message_id, **detail}
+        delivery.events.append(Event(action, limited(event_attributes, self.limits.max_attribute_length,
+                                                      self.limits.max_event_attributes), time.time_ns()))
+
+    def bounded_links(self, links: list[Link]) -> list[Link] | BoundedList[Link]:
+        if not links or self.limits.max_links is None or len(links) <= self.limits.max_links:
+            return links
+        return BoundedList.from_seq(self.limits.max_links, links)
 
 
-def attributes_of(queue: str, target: str, messages: list[Message], is_batch: bool) -> dict[str, str | int]:
-    attributes: dict[str, str | int] = {**SYSTEM, "messaging.destination.name": queue, "workerless.target": target}
-    first = messages[0]
+def attributes_of(queue: str, target: str, messages: list[Message], is_batch: bool) -> Attributes:
+    attributes: Attributes = {**SYSTEM, "messaging.destination.name": queue, "workerless.target": target}
     if is_batch:
         attributes["messaging.batch.message_count"] = len(messages)
+        sent = min((at for message in messages if (at := message.sent_at) is not None), default=None)
     else:
+        first = messages[0]
         attributes["messaging.message.id"] = first.message_id
         attributes["workerless.receive_count"] = first.receive_count
-    sent = [message.sent_at for message in messages if message.sent_at is not None]
-    if sent:  # the oldest message of the delivery: from SQS's SentTimestamp to now
-        attributes["workerless.queue_wait_ms"] = max(0, round((time.time() - min(sent)) * 1000))
+        sent = first.sent_at
+    if sent is not None:  # the oldest message of the delivery: from SQS's SentTimestamp to now
+        attributes["workerless.queue_wait_ms"] = max(0, round((time.time() - sent) * 1000))
     return attributes
 
 
-def record_outcomes(span: trace.Span, outcomes: list[Outcome], is_batch: bool) -> None:
-    """The app's status (or the function's error), and an ERROR status when a message did not succeed."""
+def record_outcomes(attributes: Attributes, outcomes: list[Outcome], is_batch: bool) -> Status:
+    """The app's status (or the function's error); an ERROR status when a message did not succeed."""
     statuses = {outcome.status for outcome in outcomes if outcome.status}
     if len(statuses) == 1:
-        span.set_attribute("http.response.status_code", statuses.pop())
+        attributes["http.response.status_code"] = statuses.pop()
     failed = [outcome for outcome in outcomes if outcome.result is not Result.SUCCESS]
     if is_batch:
-        span.set_attribute("workerless.failed_count", len(failed))
-    if failed:
-        span.set_attribute("error.type", failed[0].error_type or failed[0].result.value)
-        span.set_status(Status(StatusCode.ERROR, failed[0].error[:300]))
+        attributes["workerless.failed_count"] = len(failed)
+    if not failed:
+        return UNSET
+    attributes["error.type"] = failed[0].error_type or failed[0].result.value
+    return Status(StatusCode.ERROR, failed[0].error[:300])
+
+
+def limited(attributes: Attributes, length: int | None, count: int | None) -> Attributes:
+    """The SDK's attribute limits (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT and
+    the like) applied as its own span would: longer strings cut, attributes past the count left out."""
+    if length is None and (count is None or len(attributes) <= count):
+        return attributes
+    kept = list(attributes.items())[:count] if count is not None else list(attributes.items())
+    return {key: value[:length] if length is not None and isinstance(value, str) else value for key, value in kept}
+
+
+def outgoing_headers(delivery: Delivery, message: Message) -> dict[str, str]:
+    """The headers by which the app's spans become children of the delivery span: `traceparent` (and the
+    trace state) as the W3C propagator writes them, X-Ray's (where the message had one) through its propagator."""
+    headers = {"traceparent": f"00-{delivery.trace_id:032x}-{delivery.span_id:016x}-{delivery.trace_flags:02x}"}
+    if delivery.trace_state:
+        headers["tracestate"] = delivery.trace_state.to_header()
+    if "AWSTraceHeader" in message.attributes:
+        headers.update(xray_header(delivery.span_context()))
+    return headers
 
 
 class TraceIds(logging.Filter):
     """`trace_id` and `span_id` on every log record made while a delivery span is current."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        span_context = trace.get_current_span().get_span_context()
-        if span_context.is_valid:
-            record.trace_id = format(span_context.trace_id, "032x")
-            record.span_id = format(span_context.span_id, "016x")
+        delivery = CURRENT.get()
+        if delivery is not None:
+            record.trace_id = format(delivery.trace_id, "032x")
+            record.span_id = format(delivery.span_id, "016x")
         return True
