@@ -70,21 +70,21 @@ LAST_DATETIME_SECOND = 253402300799  # 9999-12-31T23:59:59Z
 
 def iso_utc(epoch_ms: str | None) -> str:
     """SQS epoch-milliseconds strings -> ISO 8601 UTC with a Z, as aws-sqsd sends them."""
+    if epoch_ms and len(epoch_ms) == 13 and epoch_ms.isdigit():  # every timestamp from 2001 to 2286: no arithmetic
+        return f"{utc_second(epoch_ms[:10])}.{epoch_ms[10:]}Z"
     if not epoch_ms or not epoch_ms.isdigit():
         return ""
-    if len(epoch_ms) == 13:  # every timestamp from 2001 to 2286: the digits split, no arithmetic
-        return f"{utc_second(int(epoch_ms[:10]))}.{epoch_ms[10:]}Z"
     value = int(epoch_ms)
     seconds, milliseconds = divmod(value, 1000)
     if seconds > LAST_DATETIME_SECOND:  # past year 9999: fail as datetime does
         moment = datetime.fromtimestamp(value / 1000.0, tz=timezone.utc)
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    return f"{utc_second(seconds)}.{milliseconds:03d}Z"
+    return f"{utc_second(str(seconds))}.{milliseconds:03d}Z"
 
 
 @functools.lru_cache(maxsize=256)
-def utc_second(seconds: int) -> str:
-    """Twice per delivery, and the messages of a backlog mostly share their seconds."""
-    t = time.gmtime(seconds)
+def utc_second(seconds: str) -> str:
+    """Twice per delivery, and the messages of a backlog mostly share their seconds (decimal digits)."""
+    t = time.gmtime(int(seconds))
     return "%04d-%02d-%02dT%02d:%02d:%02d" % (  # noqa: UP031 - a third faster than an f-string here
         t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)

@@ -69,11 +69,6 @@ class Histogram:
     def __post_init__(self) -> None:
         self.counts = [0] * (len(self.bounds_seconds) + 1)  # the last one is +Inf
 
-    def add(self, seconds: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds_seconds, seconds)] += 1
-        self.sum_seconds += seconds
-        self.count += 1
-
     def cumulative(self) -> list[tuple[float, int]]:
         """(upper bound, observations <= it) pairs ending with +Inf, as Prometheus wants them."""
         running = 0
@@ -103,18 +98,24 @@ class Registry:
         self.totals[key] += amount
 
     def observe(self, queue: str, name: str, milliseconds: float) -> None:
-        if not math.isfinite(milliseconds):
+        """Twice per message (its queue time and its delivery time), so the histogram's add is written out here."""
+        if not -math.inf < milliseconds < math.inf:  # NaN or an infinity: not an observation
             return
         key = (name, queue)
-        # Rounded so CloudWatch's Values/Counts (at most 150 distinct values per datum) stay compact.
-        self.window.distributions[key][round_significant(milliseconds)] += 1
+        # Rounded so CloudWatch's Values/Counts (at most 150 distinct values per datum) stay compact: two
+        # significant digits (the formatting rounds correctly, as round() does, in fewer steps than log10 and round).
+        self.window.distributions[key][float(f"{milliseconds:.2g}") if milliseconds > 0 else 0.0] += 1
         histogram = self.histograms.get(key)
         if histogram is None:
             bounds = BUCKETS_SECONDS.get(name, BUCKETS_SECONDS["DeliveryTime"])
             histogram = self.histograms[key] = Histogram(bounds)
-        histogram.add(milliseconds / 1000)
-        for observer in self.observers:
-            observer(queue, name, milliseconds)
+        seconds = milliseconds / 1000
+        histogram.counts[bisect.bisect_left(histogram.bounds_seconds, seconds)] += 1
+        histogram.sum_seconds += seconds
+        histogram.count += 1
+        if self.observers:
+            for observer in self.observers:
+                observer(queue, name, milliseconds)
 
     def track_gauge(self, name: str, read: GaugeReader) -> None:
         """A gauge sampled whenever someone reads it, so it can never drift from the truth."""
@@ -189,9 +190,3 @@ class RateSummary:
         if count == before_count:
             return "delivery_ms_avg=-"
         return f"delivery_ms_avg={(total - before_total) / (count - before_count) * 1000:.1f}"
-
-
-def round_significant(value: float, digits: int = 2) -> float:
-    if value <= 0:
-        return 0.0
-    return round(value, digits - 1 - math.floor(math.log10(value)))

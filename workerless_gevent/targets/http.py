@@ -55,7 +55,7 @@ class HttpTarget:
         return self.hard_deadline_seconds * len(messages)  # one POST after the other
 
     def post(self, queue: QueueInfo, message: Message) -> Outcome:
-        routed = message.string_attribute(PATH_ATTRIBUTE) if message.message_attributes else None
+        routed = message.string_attribute(PATH_ATTRIBUTE) if PATH_ATTRIBUTE in message.message_attributes else None
         path = quote_path(routed) if routed else self.path
         # Read timeouts are per read: a server trickling bytes is only stopped by this deadline.
         deadline = time.monotonic() + self.hard_deadline_seconds

@@ -3,7 +3,7 @@
 A botocore client call costs 1-2 ms of CPU (parameter validation, event hooks, model-driven serializing and
 parsing). `JsonWire` builds the JSON body itself, signs it with `sigv4.Signer` (botocore's signature, with the
 session's refreshable credentials), sends it on one `wire.http.Connections` pool to the endpoint, and parses
-the answer with `json.loads`. Errors keep botocore's types so callers need not know which path ran: an error
+the answer with json's C scanner. Errors keep botocore's types so callers need not know which path ran: an error
 answer raises `ClientError` (the client's modeled subclass when known) with a botocore-shaped response, the
 error shape's own members included (DynamoDB's CancellationReasons), and a connection failure or timeout
 raises a `BotoCoreError` (see `aws.AWS_ERRORS`). Each call is retried as botocore's standard mode would
@@ -14,12 +14,14 @@ answer.
 from __future__ import annotations
 
 import json
+import json.scanner
 import random
 import ssl
 import sys
 import time
 import urllib.parse
 from http.client import HTTPException
+from collections.abc import Callable
 from typing import Any
 
 import botocore
@@ -31,6 +33,9 @@ from .retries import Retrier
 from .sigv4 import Signer
 
 KEEPALIVE_IDLE_SECONDS = 30.0  # AWS's load balancers keep idle connections longer than this
+ENCODE_JSON = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps would build an encoder per call
+# json.loads' C scanner, without its Python layers (typeshed types make_scanner's argument as itself)
+SCAN_JSON: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 USER_AGENT = (f"workerless/{__version__} botocore/{botocore.__version__} "
               f"python/{sys.version_info.major}.{sys.version_info.minor}")
 
@@ -77,7 +82,7 @@ class JsonWire:
 
     def call_once(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
         """POST one JSON request; the parsed answer with ResponseMetadata, or a botocore exception."""
-        body = json.dumps(params, separators=(",", ":")).encode("utf-8")
+        body = ENCODE_JSON(params).encode("utf-8")
         headers = self.signer.headers(self.target_prefix + action, body)
         request = post_request(self.path, self.fixed_headers, headers, body)
         started = time.monotonic()
@@ -89,7 +94,7 @@ class JsonWire:
         if status >= 300:
             raise self.client_error(action, status, response.headers, data)
         try:
-            parsed = json.loads(data) if data else {}
+            parsed = decode_json(data) if data else {}
         except ValueError as error:
             raise botocore.exceptions.HTTPClientError(error=f"{action}: answer is not JSON: {error}") from None
         if not isinstance(parsed, dict):
@@ -151,3 +156,14 @@ class JsonWire:
             error_class = self.exceptions.from_code(error.get("QueryErrorCode") or code)
         result: botocore.exceptions.ClientError = error_class(parsed, action)
         return result
+
+
+def decode_json(data: bytes) -> Any:
+    """json.loads of an AWS answer (UTF-8), through the C scanner alone when the text is one JSON value with
+    nothing around it, as AWS writes it; anything else goes to json.loads, for its value or its error."""
+    text = data.decode("utf-8")
+    try:
+        value, end = SCAN_JSON(text, 0)
+    except StopIteration:  # not a value at the start (whitespace, or not JSON)
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
