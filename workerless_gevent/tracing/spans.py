@@ -63,6 +63,16 @@ class Delivery:
         return SpanContext(self.trace_id, self.span_id, False, self.trace_flags, self.trace_state)
 
 
+class DeliverySpan(ReadableSpan):
+    """A finished delivery span, as the exporter reads it. The SDK's ReadableSpan works out what its limits
+    dropped by asking whether each collection is one of its bounded ones, three ABC checks per span at
+    export; here the counts are known when the span is made (`Tracing.finish`), nearly always none."""
+
+    dropped_attributes = 0
+    dropped_events = 0
+    dropped_links = 0
+
+
 CURRENT: ContextVar[Delivery | None] = ContextVar("workerless_delivery_span", default=None)  # per greenlet
 
 
@@ -116,12 +126,20 @@ class Tracing:
             attributes = delivery.attributes
             if attributes is not None:
                 status = record_outcomes(attributes, outcomes, delivery.is_batch)
-                self.export(ReadableSpan(
-                    delivery.name, delivery.span_context(), delivery.parent, self.resource,
-                    limited(attributes, self.limits.max_span_attribute_length, self.limits.max_span_attributes),
-                    delivery.events or (), self.bounded_links(delivery.links),
-                    SpanKind.CONSUMER, status=status, start_time=delivery.started_ns, end_time=time.time_ns(),
-                    instrumentation_scope=self.scope))
+                limits = self.limits
+                kept = limited(attributes, limits.max_span_attribute_length, limits.max_span_attributes)
+                links = self.bounded_links(delivery.links)
+                span = DeliverySpan(delivery.name, delivery.span_context(), delivery.parent, self.resource, kept,
+                                    delivery.events or (), links, SpanKind.CONSUMER,
+                                    status=status, start_time=delivery.started_ns, end_time=time.time_ns(),
+                                    instrumentation_scope=self.scope)
+                if len(kept) < len(attributes):
+                    span.dropped_attributes = len(attributes) - len(kept)
+                if delivery.events is not None and delivery.events.dropped:
+                    span.dropped_events = delivery.events.dropped
+                if len(links) < len(delivery.links):
+                    span.dropped_links = len(delivery.links) - len(links)
+                self.export(span)
         finally:
             if delivery.token is not None:
                 CURRENT.reset(delivery.token)
