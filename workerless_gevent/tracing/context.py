@@ -20,6 +20,8 @@ EMPTY = Context()
 
 def parent_of(message: Message) -> Context | None:
     """The producer's context, None when the message carries none that is valid."""
+    if "traceparent" not in message.message_attributes and "AWSTraceHeader" not in message.attributes:
+        return None  # most messages: nothing to read
     traceparent = message.string_attribute("traceparent")
     if traceparent:
         carrier = {"traceparent": traceparent, "tracestate": message.string_attribute("tracestate") or ""}

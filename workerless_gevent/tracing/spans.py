@@ -43,20 +43,28 @@ Export = Callable[[ReadableSpan], None]  # export.SpanBuffer.on_end
 
 
 @dataclass(slots=True, eq=False)
-class Delivery:
-    """One delivery's span: its ids always; what it records only when it is sampled (`attributes` not None)."""
+class Recorded:
+    """What a sampled delivery's span records, from its start to its end."""
 
     name: str
+    parent: SpanContext | None
+    links: list[Link]
+    started_ns: int
+    attributes: Attributes
+    is_batch: bool
+    events: BoundedList[Event] | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Delivery:
+    """One delivery's span: its ids, which the app and the log lines get whether it is sampled or not, and
+    what it records when it is (`recorded`)."""
+
     trace_id: int
     span_id: int
     trace_flags: TraceFlags
     trace_state: TraceState
-    parent: SpanContext | None
-    links: list[Link]
-    started_ns: int
-    attributes: Attributes | None
-    is_batch: bool
-    events: BoundedList[Event] | None = None
+    recorded: Recorded | None
     token: Token[Delivery | None] | None = None
 
     def span_context(self) -> SpanContext:
@@ -109,13 +117,15 @@ class Tracing:
         # context, never the greenlet's, which the daemon does not set.
         sampling = self.sampler.should_sample(parent_context or EMPTY, trace_id, name, SpanKind.CONSUMER, None, links)
         decision = sampling.decision
-        delivery = Delivery(name, trace_id, self.ids.generate_span_id(),
-                            SAMPLED if decision is Decision.RECORD_AND_SAMPLE else NOT_SAMPLED,
-                            sampling.trace_state or NO_STATE, parent, links, time.time_ns(), None, is_batch)
+        recorded = None
         if decision is not Decision.DROP:
-            delivery.attributes = attributes_of(queue, target, messages, is_batch)
+            attributes = attributes_of(queue, target, messages, is_batch)
             if sampling.attributes:
-                delivery.attributes.update(sampling.attributes)
+                attributes.update(sampling.attributes)
+            recorded = Recorded(name, parent, links, time.time_ns(), attributes, is_batch)
+        delivery = Delivery(trace_id, self.ids.generate_span_id(),
+                            SAMPLED if decision is Decision.RECORD_AND_SAMPLE else NOT_SAMPLED,
+                            sampling.trace_state or NO_STATE, recorded)
         if not is_batch:
             messages[0].trace_headers = outgoing_headers(delivery, messages[0])
         delivery.token = CURRENT.set(delivery)
@@ -123,37 +133,42 @@ class Tracing:
 
     def finish(self, delivery: Delivery, outcomes: list[Outcome]) -> None:
         try:
-            attributes = delivery.attributes
-            if attributes is not None:
-                status = record_outcomes(attributes, outcomes, delivery.is_batch)
-                limits = self.limits
-                kept = limited(attributes, limits.max_span_attribute_length, limits.max_span_attributes)
-                links = self.bounded_links(delivery.links)
-                span = DeliverySpan(delivery.name, delivery.span_context(), delivery.parent, self.resource, kept,
-                                    delivery.events or (), links, SpanKind.CONSUMER,
-                                    status=status, start_time=delivery.started_ns, end_time=time.time_ns(),
-                                    instrumentation_scope=self.scope)
-                if len(kept) < len(attributes):
-                    span.dropped_attributes = len(attributes) - len(kept)
-                if delivery.events is not None and delivery.events.dropped:
-                    span.dropped_events = delivery.events.dropped
-                if len(links) < len(delivery.links):
-                    span.dropped_links = len(delivery.links) - len(links)
-                self.export(span)
+            recorded = delivery.recorded
+            if recorded is not None:
+                self.export(self.span_of(delivery, recorded, outcomes))
         finally:
             if delivery.token is not None:
                 CURRENT.reset(delivery.token)
 
+    def span_of(self, delivery: Delivery, recorded: Recorded, outcomes: list[Outcome]) -> DeliverySpan:
+        """The finished span, within the SDK's limits, with what they dropped counted."""
+        attributes = recorded.attributes
+        status = record_outcomes(attributes, outcomes, recorded.is_batch)
+        limits = self.limits
+        kept = limited(attributes, limits.max_span_attribute_length, limits.max_span_attributes)
+        links = self.bounded_links(recorded.links)
+        span = DeliverySpan(recorded.name, delivery.span_context(), recorded.parent, self.resource, kept,
+                            recorded.events or (), links, SpanKind.CONSUMER, status=status,
+                            start_time=recorded.started_ns, end_time=time.time_ns(), instrumentation_scope=self.scope)
+        if len(kept) < len(attributes):
+            span.dropped_attributes = len(attributes) - len(kept)
+        if recorded.events is not None and recorded.events.dropped:
+            span.dropped_events = recorded.events.dropped
+        if len(links) < len(recorded.links):
+            span.dropped_links = len(recorded.links) - len(links)
+        return span
+
     def note(self, message: Message, action: str, detail: dict[str, str | int]) -> None:
         """The settler's retry or dead letter, as an event on the delivery span (the current one)."""
         delivery = CURRENT.get()
-        if delivery is None or delivery.attributes is None:
+        recorded = delivery.recorded if delivery is not None else None
+        if recorded is None:
             return
-        if delivery.events is None:
-            delivery.events = BoundedList(self.limits.max_events)
+        if recorded.events is None:
+            recorded.events = BoundedList(self.limits.max_events)
         event_attributes: Attributes = {"messaging.message.id": message.message_id, **detail}
-        delivery.events.append(Event(action, limited(event_attributes, self.limits.max_attribute_length,
-                                                      self.limits.max_event_attributes), time.time_ns()))
+        recorded.events.append(Event(action, limited(event_attributes, self.limits.max_attribute_length,
+                                                     self.limits.max_event_attributes), time.time_ns()))
 
     def bounded_links(self, links: list[Link]) -> list[Link] | BoundedList[Link]:
         if not links or self.limits.max_links is None or len(links) <= self.limits.max_links:
@@ -203,7 +218,7 @@ def outgoing_headers(delivery: Delivery, message: Message) -> dict[str, str]:
     """The headers by which the app's spans become children of the delivery span: `traceparent` (and the
     trace state) as the W3C propagator writes them, X-Ray's (where the message had one) through its propagator."""
     headers = {"traceparent": f"00-{delivery.trace_id:032x}-{delivery.span_id:016x}-{delivery.trace_flags:02x}"}
-    if delivery.trace_state:
+    if delivery.trace_state is not NO_STATE and delivery.trace_state:
         headers["tracestate"] = delivery.trace_state.to_header()
     if "AWSTraceHeader" in message.attributes:
         headers.update(xray_header(delivery.span_context()))
