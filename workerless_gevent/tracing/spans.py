@@ -117,17 +117,22 @@ class Tracing:
         # context, never the greenlet's, which the daemon does not set.
         sampling = self.sampler.should_sample(parent_context or EMPTY, trace_id, name, SpanKind.CONSUMER, None, links)
         decision = sampling.decision
-        recorded = None
-        if decision is not Decision.DROP:
+        span_id = self.ids.generate_span_id()
+        if decision is Decision.DROP:  # most deliveries under a ratio sampler: the ids, and no more
+            delivery = Delivery(trace_id, span_id, NOT_SAMPLED, sampling.trace_state or NO_STATE, None)
+        else:
             attributes = attributes_of(queue, target, messages, is_batch)
             if sampling.attributes:
                 attributes.update(sampling.attributes)
-            recorded = Recorded(name, parent, links, time.time_ns(), attributes, is_batch)
-        delivery = Delivery(trace_id, self.ids.generate_span_id(),
-                            SAMPLED if decision is Decision.RECORD_AND_SAMPLE else NOT_SAMPLED,
-                            sampling.trace_state or NO_STATE, recorded)
+            delivery = Delivery(trace_id, span_id, SAMPLED if decision is Decision.RECORD_AND_SAMPLE else NOT_SAMPLED,
+                                sampling.trace_state or NO_STATE,
+                                Recorded(name, parent, links, time.time_ns(), attributes, is_batch))
         if not is_batch:
-            messages[0].trace_headers = outgoing_headers(delivery, messages[0])
+            message = messages[0]
+            if delivery.trace_state is NO_STATE and "AWSTraceHeader" not in message.attributes:
+                message.trace_headers = {"traceparent": f"00-{trace_id:032x}-{span_id:016x}-{delivery.trace_flags:02x}"}
+            else:
+                message.trace_headers = outgoing_headers(delivery, message)
         delivery.token = CURRENT.set(delivery)
         return delivery
 
