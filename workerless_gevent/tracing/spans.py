@@ -118,14 +118,15 @@ class Tracing:
         sampling = self.sampler.should_sample(parent_context or EMPTY, trace_id, name, SpanKind.CONSUMER, None, links)
         decision = sampling.decision
         span_id = self.ids.generate_span_id()
-        if decision is Decision.DROP:  # most deliveries under a ratio sampler: the ids, and no more
+        # Not sampled (most deliveries under a ratio sampler): the ids and no more. RECORD_ONLY too: the SDK's
+        # batching exports sampled spans only, and the daemon has no other span processor to record for.
+        if decision is not Decision.RECORD_AND_SAMPLE:
             delivery = Delivery(trace_id, span_id, NOT_SAMPLED, sampling.trace_state or NO_STATE, None)
         else:
             attributes = attributes_of(queue, target, messages, is_batch)
             if sampling.attributes:
                 attributes.update(sampling.attributes)
-            delivery = Delivery(trace_id, span_id, SAMPLED if decision is Decision.RECORD_AND_SAMPLE else NOT_SAMPLED,
-                                sampling.trace_state or NO_STATE,
+            delivery = Delivery(trace_id, span_id, SAMPLED, sampling.trace_state or NO_STATE,
                                 Recorded(name, parent, links, time.time_ns(), attributes, is_batch))
         if not is_batch:
             message = messages[0]

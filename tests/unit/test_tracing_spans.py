@@ -1,0 +1,106 @@
+"""tracing/spans.py with the SDK's own samplers and limits: what is recorded, what is cut, and what an
+unsampled delivery still carries. (The e2e suite, tests/e2e/test_tracing.py, sends them to a collector.)"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.context import Context  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits  # noqa: E402
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator  # noqa: E402
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Decision, Sampler, SamplingResult  # noqa: E402
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope  # noqa: E402
+from opentelemetry.trace import Link, SpanKind  # noqa: E402
+from opentelemetry.util.types import Attributes  # noqa: E402
+
+from workerless_gevent.message import Message  # noqa: E402
+from workerless_gevent.targets import Outcome, Result  # noqa: E402
+from workerless_gevent.tracing.spans import CURRENT, Tracing  # noqa: E402
+
+PRODUCER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+class RecordOnly(Sampler):
+    def should_sample(self, parent_context: Context | None, trace_id: int, name: str, kind: SpanKind | None = None,
+                      attributes: Attributes = None, links: Sequence[Link] | None = None,
+                      trace_state: object = None) -> SamplingResult:
+        return SamplingResult(Decision.RECORD_ONLY)
+
+    def get_description(self) -> str:
+        return "RecordOnly"
+
+
+def tracing(sampler: Sampler, limits: SpanLimits | None = None) -> tuple[Tracing, list[ReadableSpan]]:
+    exported: list[ReadableSpan] = []
+    made = Tracing(sampler, RandomIdGenerator(), Resource.create({"service.name": "t"}),
+                   InstrumentationScope("workerless", "0"), limits or SpanLimits(), exported.append)
+    return made, exported
+
+
+def message(traceparent: str | None = None, message_id: str = "m-1") -> Message:
+    attributes = {"traceparent": {"DataType": "String", "StringValue": traceparent}} if traceparent else {}
+    return Message(queue="orders", message_id=message_id, receipt_handle="r", body="{}", md5_of_body="",
+                   attributes={"ApproximateReceiveCount": "2", "SentTimestamp": "1700000000000"},
+                   message_attributes=attributes, received_at=0.0, visible_until=0.0)
+
+
+def test_a_sampled_delivery_is_exported_with_its_attributes_parent_and_error() -> None:
+    made, exported = tracing(ALWAYS_ON)
+    sent = message(PRODUCER)
+    delivery = made.start("orders", "default", [sent], is_batch=False)
+    assert CURRENT.get() is delivery
+    made.finish(delivery, [Outcome(Result.FAILURE, "HTTP 500", "the app answered HTTP 500", status=500)])
+    assert CURRENT.get() is None
+    (span,) = exported
+    assert span.name == "orders process" and span.kind is SpanKind.CONSUMER
+    assert span.parent is not None and format(span.parent.span_id, "016x") == "b7ad6b7169203331"
+    assert span.attributes is not None
+    assert dict(span.attributes) | {"workerless.queue_wait_ms": 0} == {
+        "messaging.system": "aws_sqs", "messaging.operation.type": "process", "messaging.operation.name": "process",
+        "messaging.destination.name": "orders", "workerless.target": "default", "messaging.message.id": "m-1",
+        "workerless.receive_count": 2, "workerless.queue_wait_ms": 0, "http.response.status_code": 500,
+        "error.type": "HTTP 500"}
+    assert span.status.description == "the app answered HTTP 500"
+    assert sent.trace_headers == {"traceparent": f"00-0af7651916cd43dd8448eb211c80319c-{span.context.span_id:016x}-01"}
+
+
+@pytest.mark.parametrize("sampler", [ALWAYS_OFF, RecordOnly()], ids=["always_off", "record_only"])
+def test_a_delivery_not_sampled_is_not_exported_but_carries_its_ids(sampler: Sampler) -> None:
+    made, exported = tracing(sampler)
+    sent = message(PRODUCER)
+    delivery = made.start("orders", "default", [sent], is_batch=False)
+    made.note(sent, "retry scheduled", {"workerless.retry_in_seconds": 5})  # nothing to record it on
+    made.finish(delivery, [Outcome(Result.SUCCESS, "", "", status=200)])
+    assert exported == []
+    assert sent.trace_headers == {"traceparent": f"00-0af7651916cd43dd8448eb211c80319c-{delivery.span_id:016x}-00"}
+
+
+def test_the_sdks_limits_cut_values_and_count_what_they_drop() -> None:
+    made, exported = tracing(ALWAYS_ON, SpanLimits(max_span_attribute_length=4, max_span_attributes=3,
+                                                   max_events=1))
+    sent = message()
+    delivery = made.start("orders", "default", [sent], is_batch=False)
+    made.note(sent, "retry scheduled", {"workerless.retry_in_seconds": 5})
+    made.note(sent, "retry scheduled", {"workerless.retry_in_seconds": 6})
+    made.finish(delivery, [Outcome(Result.SUCCESS, "", "", status=200)])
+    (span,) = exported
+    assert span.attributes is not None
+    assert dict(span.attributes) == {"messaging.system": "aws_", "messaging.operation.type": "proc",
+                                     "messaging.operation.name": "proc"}
+    assert span.dropped_attributes == 6 and span.dropped_events == 1 and len(span.events) == 1
+    assert span.parent is None and span.dropped_links == 0
+
+
+def test_a_batch_is_one_span_linked_to_each_records_context() -> None:
+    made, exported = tracing(ALWAYS_ON)
+    records = [message(PRODUCER, "a"), message(None, "b")]
+    made.finish(made.start("orders", "fn", records, is_batch=True), [Outcome(Result.SUCCESS, "", "")] * 2)
+    (span,) = exported
+    assert [format(link.context.span_id, "016x") for link in span.links] == ["b7ad6b7169203331"]
+    assert span.attributes is not None and span.attributes["messaging.batch.message_count"] == 2
+    assert all(record.trace_headers is None for record in records)
