@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from contextvars import ContextVar, Token
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -37,6 +37,7 @@ SYSTEM = {"messaging.system": "aws_sqs", "messaging.operation.type": "process", 
 SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
 UNSET = Status(StatusCode.UNSET)
 NO_STATE = TraceState()
+NO_LINKS: tuple[Link, ...] = ()  # a delivery of one message
 
 Attributes = dict[str, str | int]
 Export = Callable[[ReadableSpan], None]  # export.SpanBuffer.on_end
@@ -48,7 +49,7 @@ class Recorded:
 
     name: str
     parent: SpanContext | None
-    links: list[Link]
+    links: Sequence[Link]
     started_ns: int
     attributes: Attributes
     is_batch: bool
@@ -65,7 +66,6 @@ class Delivery:
     trace_flags: TraceFlags
     trace_state: TraceState
     recorded: Recorded | None
-    token: Token[Delivery | None] | None = None
 
     def span_context(self) -> SpanContext:
         return SpanContext(self.trace_id, self.span_id, False, self.trace_flags, self.trace_state)
@@ -102,12 +102,10 @@ class Tracing:
         name = self.names.get(queue) or self.names.setdefault(queue, f"{queue} process")
         parent_context: Context | None = None
         parent: SpanContext | None = None
-        links: list[Link] = []
+        links: Sequence[Link] = NO_LINKS
         if is_batch:
-            for message in messages:
-                context = parent_of(message)
-                if context is not None:
-                    links.append(Link(trace.get_current_span(context).get_span_context()))
+            links = [Link(trace.get_current_span(context).get_span_context())
+                     for message in messages if (context := parent_of(message)) is not None]
         else:
             parent_context = parent_of(messages[0])
             if parent_context is not None:
@@ -134,7 +132,7 @@ class Tracing:
                 message.trace_headers = {"traceparent": f"00-{trace_id:032x}-{span_id:016x}-{delivery.trace_flags:02x}"}
             else:
                 message.trace_headers = outgoing_headers(delivery, message)
-        delivery.token = CURRENT.set(delivery)
+        CURRENT.set(delivery)  # and None at its finish: a slot's greenlet runs one delivery at a time
         return delivery
 
     def finish(self, delivery: Delivery, outcomes: list[Outcome]) -> None:
@@ -143,8 +141,7 @@ class Tracing:
             if recorded is not None:
                 self.export(self.span_of(delivery, recorded, outcomes))
         finally:
-            if delivery.token is not None:
-                CURRENT.reset(delivery.token)
+            CURRENT.set(None)
 
     def span_of(self, delivery: Delivery, recorded: Recorded, outcomes: list[Outcome]) -> DeliverySpan:
         """The finished span, within the SDK's limits, with what they dropped counted."""
@@ -176,7 +173,7 @@ class Tracing:
         recorded.events.append(Event(action, limited(event_attributes, self.limits.max_attribute_length,
                                                      self.limits.max_event_attributes), time.time_ns()))
 
-    def bounded_links(self, links: list[Link]) -> list[Link] | BoundedList[Link]:
+    def bounded_links(self, links: Sequence[Link]) -> Sequence[Link] | BoundedList[Link]:
         if not links or self.limits.max_links is None or len(links) <= self.limits.max_links:
             return links
         return BoundedList.from_seq(self.limits.max_links, links)
