@@ -90,7 +90,7 @@ class Tracing:
     def __init__(self, sampler: Sampler, ids: IdGenerator, resource: Resource, scope: InstrumentationScope,
                  limits: SpanLimits, export: Export) -> None:
         self.sampler = sampler
-        self.ids = ids
+        self.new_trace_id, self.new_span_id = ids.generate_trace_id, ids.generate_span_id
         self.resource = resource
         self.scope = scope
         self.limits = limits
@@ -110,12 +110,12 @@ class Tracing:
             parent_context = parent_of(messages[0])
             if parent_context is not None:
                 parent = trace.get_current_span(parent_context).get_span_context()
-        trace_id = parent.trace_id if parent is not None else self.ids.generate_trace_id()
+        trace_id = parent.trace_id if parent is not None else self.new_trace_id()
         # The SDK's sampler, as Tracer.start_span asks it (no attributes are known yet); parentless: the empty
         # context, never the greenlet's, which the daemon does not set.
         sampling = self.sampler.should_sample(parent_context or EMPTY, trace_id, name, SpanKind.CONSUMER, None, links)
         decision = sampling.decision
-        span_id = self.ids.generate_span_id()
+        span_id = self.new_span_id()
         # Not sampled (most deliveries under a ratio sampler): the ids and no more. RECORD_ONLY too: the SDK's
         # batching exports sampled spans only, and the daemon has no other span processor to record for.
         if decision is not Decision.RECORD_AND_SAMPLE:
