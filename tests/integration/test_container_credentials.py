@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from gevent import pywsgi
 
+from tests.support.aws_environment import bare_aws_environment
 from tests.support.moto import free_port
 from workerless_gevent.aws.child import parse_answer, request_of, resolve
 from workerless_gevent.aws.container import ContainerEndpoint
@@ -50,12 +51,7 @@ class ScriptedEndpoint:
 @pytest.fixture
 def bare_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No AWS variable and no AWS file, as on a Fargate task with a task role."""
-    for name in list(os.environ):
-        if name.startswith("AWS_") or name.lower().endswith("_proxy"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    bare_aws_environment(monkeypatch, tmp_path)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
 

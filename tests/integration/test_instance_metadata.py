@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.aws_environment import bare_aws_environment
 from tests.support.instance_metadata import ROLE_PATH, InstanceMetadataService
 from tests.support.moto import free_port
 from workerless_gevent.aws.child import Resolved, parse_answer, request_of, resolve
@@ -30,12 +31,7 @@ SERVICES = ("sqs", "lambda")
 @pytest.fixture
 def bare_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No AWS variable and no AWS file, as on an EC2 instance with an instance profile."""
-    for name in list(os.environ):
-        if name.startswith(("AWS_", "ECS_CONTAINER_METADATA")) or name.lower().endswith("_proxy"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    bare_aws_environment(monkeypatch, tmp_path)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.aws_environment import bare_aws_environment
 from workerless_gevent.aws.child import Resolved, parse_answer, request_of, resolve
 from workerless_gevent.aws.environment import resolve_from_environment
 from workerless_gevent.aws.session import open_session, service_endpoint, trusted_ca_bundle
@@ -21,12 +22,7 @@ KEYS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"}
 @pytest.fixture(autouse=True)
 def bare_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No AWS variable, a home without ~/.aws, the config files pointed at paths that do not exist."""
-    for name in list(os.environ):
-        if name.startswith("AWS_") or name.startswith("ECS_CONTAINER_METADATA"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    bare_aws_environment(monkeypatch, tmp_path)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.aws_environment import bare_aws_environment
 from workerless_gevent.aws.child import Resolved
 from workerless_gevent.aws.environment import resolve_from_environment
 from workerless_gevent.aws.instance_metadata import InstanceMetadata, Settings
@@ -22,12 +23,7 @@ from workerless_gevent.config.model import AwsConfig
 @pytest.fixture(autouse=True)
 def bare_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No AWS, ECS or proxy variable, a home without ~/.aws or ~/.boto, the config files pointed at nothing."""
-    for name in list(os.environ):
-        if name.startswith(("AWS_", "ECS_CONTAINER_METADATA", "BOTO_")) or name.lower().endswith("_proxy"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    bare_aws_environment(monkeypatch, tmp_path)
 
 
 def botocores_imds_settings() -> Settings | None:
