@@ -588,6 +588,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[int(rank) - 1]
 
 
+def paired(over: list[dict[str, Any]], under: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Run i of one case over run i of another (run by run, minutes apart at most), for each i where both have
+    the figure."""
+    return spread([a[key] / b[key] for a, b in zip(over, under) if a.get(key) and b.get(key)])
+
+
 def spread(values: list[Any]) -> dict[str, Any]:
     """median, min, max and every run's value, None values left out."""
     values = [v for v in values if v is not None]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import Idempotent, log, proc_cpu_seconds, spread, unique
+from harness import Idempotent, log, paired, proc_cpu_seconds, spread, unique
 
 CONCURRENCY = 50
 # name -> (SQS round trip ms, DynamoDB round trip ms; None: no idempotency_key)
@@ -67,11 +67,6 @@ def case_run(bench: Any, case: str, label: str, messages: int) -> dict[str, Any]
     result["dynamodb_cpu_us_per_msg"] = (after - before) / messages * 1e6 if before is not None and after else None
     bench.dynamodb.forget(idempotent.table)
     return result
-
-
-def paired(runs: list[dict[str, Any]], plain: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    """Run i of a case over run i of `plain`, for each i."""
-    return spread([a[key] / b[key] for a, b in zip(runs, plain) if a.get(key) and b.get(key)])
 
 
 def idempotency(bench: Any) -> dict[str, Any]:

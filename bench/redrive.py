@@ -24,7 +24,7 @@ from collections import Counter
 from typing import Any
 
 import harness
-from harness import log, spread, unique
+from harness import log, paired, spread, unique
 
 # name -> (SQS round trip ms, --parallel)
 CASES: dict[str, tuple[float, int]] = {"rtt0_p1": (0, 1), "rtt0_p10": (0, 10), "rtt20_p1": (20, 1),
@@ -114,8 +114,7 @@ def redrive(bench: Any) -> dict[str, Any]:
     for case, results in runs.items():
         out[case] = {key: spread([r[key] for r in results]) for key in KEYS}
     for rtt in (0, 20):
-        ratios = [a["msgs_per_s"] / b["msgs_per_s"] for a, b in zip(runs[f"rtt{rtt}_p10"], runs[f"rtt{rtt}_p1"])]
-        out[f"rtt{rtt}_p10"]["rate_over_p1"] = spread(ratios)
+        out[f"rtt{rtt}_p10"]["rate_over_p1"] = paired(runs[f"rtt{rtt}_p10"], runs[f"rtt{rtt}_p1"], "msgs_per_s")
     return out
 
 

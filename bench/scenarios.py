@@ -24,7 +24,7 @@ import redrive
 import scale
 import scale_targets
 import tracing
-from harness import log, spread, unique
+from harness import log, paired, spread, unique
 from session import Bench, summarize
 
 # What the latency scenario compares the daemon with: bench/baseline.py as it is, which is already
@@ -179,17 +179,12 @@ def latency(bench: Bench) -> dict[str, Any]:
         out[f"rtt{rtt}"]["by_action_last_run"] = {kind: runs[rtt][kind][-1]["sqs_by_action"] for kind in
                                                   ("daemon", "baseline")}
 
-    def paired(over: list[dict[str, Any]], under: list[dict[str, Any]]) -> dict[str, Any]:
-        """Ratios of msgs/s run by run (run i against run i, taken minutes apart at most)."""
-        return spread([a["msgs_per_s"] / b["msgs_per_s"] for a, b in zip(over, under)
-                       if a["msgs_per_s"] and b["msgs_per_s"]])
-
     ratios: dict[str, Any] = {}
     for rtt in rtts[1:]:
         for kind in ("daemon", "baseline"):
-            ratios[f"{kind}_rtt{rtt}_over_rtt0"] = paired(runs[rtt][kind], runs[0][kind])
+            ratios[f"{kind}_rtt{rtt}_over_rtt0"] = paired(runs[rtt][kind], runs[0][kind], "msgs_per_s")
     for rtt in rtts:
-        ratios[f"daemon_over_baseline_rtt{rtt}"] = paired(runs[rtt]["daemon"], runs[rtt]["baseline"])
+        ratios[f"daemon_over_baseline_rtt{rtt}"] = paired(runs[rtt]["daemon"], runs[rtt]["baseline"], "msgs_per_s")
     out["ratios"] = ratios
     return out
 

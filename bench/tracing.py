@@ -22,7 +22,7 @@ import os
 import re
 from typing import Any
 
-from harness import Traced, free_port, log, spread
+from harness import Traced, free_port, log, paired, spread
 
 CONCURRENCY = 50
 # the span buffer of every traced case: export every 200 ms (the SDK's default is 5 s) or at 512 spans, with
@@ -87,11 +87,6 @@ def cpu_to_exit(worker: Any, messages: int) -> float | None:
         return None
     total = worker.rusage.ru_utime + worker.rusage.ru_stime
     return (total - first.cpu) / max(1, messages - first.count) * 1e6
-
-
-def paired(runs: list[dict[str, Any]], off: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    """Run i of a case over run i of `off`, for each i."""
-    return spread([a[key] / b[key] for a, b in zip(runs, off) if a.get(key) and b.get(key)])
 
 
 def tracing(bench: Any) -> dict[str, Any]:
