@@ -85,9 +85,7 @@ def redrive_run(bench: Any, case: str, label: str, count: int) -> dict[str, Any]
               "lost": sum(1 for n in range(count) if n not in moved),
               "duplicated": sum(copies - 1 for copies in moved.values()),
               "left_in_dead_letter_queue": bench.sqs.left(dead_letter_url)}
-    for name, url in ((source, source_url), (dead_letters, dead_letter_url)):
-        bench.sqs.delete(url)
-        bench.fauxqs.forget(name)
+    bench.drop_queues([source, dead_letters], [source_url, dead_letter_url])
     return result
 
 

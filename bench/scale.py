@@ -384,10 +384,7 @@ def scale(bench: Any) -> dict[str, Any]:
         for (case, kind), (names, urls, worker) in group.items():
             if worker.exit_code is None:
                 worker.stop()
-            for url in urls:
-                bench.sqs.delete(url)
-            for name in names:
-                bench.fauxqs.forget(name)
+            bench.drop_queues(names, urls)
     keys = ("requests_per_min", "cpu_s_per_idle_min", "rss_mb", "peak_rss_mb")
     out: dict[str, Any] = {"poll_for": s.poll_for, "idle_window_s": s.idle_window, "queues": s.queues,
                            "concurrency": s.concurrency, "wide_concurrency": s.wide_concurrency}

@@ -180,10 +180,7 @@ def idle_queues(bench: Any) -> dict[str, Any]:
     finally:
         for names, urls, worker in group:
             worker.stop()
-            for url in urls:
-                bench.sqs.delete(url)
-            for name in names:
-                bench.fauxqs.forget(name)
+            bench.drop_queues(names, urls)
         bench.sqs.delete(probe_url)
     out: dict[str, Any] = {key: spread([r[key] for r in idle]) for key in
                            ("requests_per_queue_min", "max_queue_requests_per_min", "requests_per_min",
@@ -265,10 +262,7 @@ def priority(bench: Any) -> dict[str, Any]:
         finally:
             if worker.exit_code is None:
                 worker.stop()
-            for url in urls:
-                bench.sqs.delete(url)
-            for name in names:
-                bench.fauxqs.forget(name)
+            bench.drop_queues(names, urls)
         result = count_inversions(events, {name: i for i, name in enumerate(names)}, per_queue, sent)
         result["delivered"] = stats["count"]
         result["max_in_flight"] = stats["max_in_flight"]

@@ -74,6 +74,13 @@ class Bench:
             self._otlp = OtlpSink()
         return self._otlp
 
+    def drop_queues(self, names: list[str], urls: list[str]) -> None:
+        """A scenario's queues gone from fauxqs, and from its request counts."""
+        for url in urls:
+            self.sqs.delete(url)
+        for name in names:
+            self.fauxqs.forget(name)
+
     def close(self) -> None:
         for worker in self.workers:
             if worker.exit_code is None:
