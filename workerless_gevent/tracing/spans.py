@@ -127,11 +127,7 @@ class Tracing:
             delivery = Delivery(trace_id, span_id, SAMPLED, sampling.trace_state or NO_STATE,
                                 Recorded(name, parent, links, time.time_ns(), attributes, is_batch))
         if not is_batch:
-            message = messages[0]
-            if delivery.trace_state is NO_STATE and "AWSTraceHeader" not in message.attributes:
-                message.trace_headers = {"traceparent": traceparent(trace_id, span_id, delivery.trace_flags)}
-            else:
-                message.trace_headers = outgoing_headers(delivery, message)
+            messages[0].trace_headers = outgoing_headers(delivery, messages[0])
         CURRENT.set(delivery)  # and None at its finish: a slot's greenlet runs one delivery at a time
         return delivery
 
