@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
-from tests.support.credentials_endpoint import (ChildSampler, CredentialsEndpoint, assert_never_a_child,
-                                               assert_still_delivers_signed_with, signed_with)
+from tests.support.credentials_endpoint import (ChildSampler, CredentialsEndpoint, assert_delivers_after_renewals,
+                                               assert_never_a_child, assert_still_delivers_signed_with, signed_with)
 
 KEY_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 
@@ -70,12 +70,7 @@ def test_expiring_container_credentials_are_renewed_from_the_endpoint_with_no_ch
     wait_until(lambda: len(signed_with(counting_proxy) - {None}) >= 3, 60,
                message=lambda: f"tokens fetched {credentials_endpoint.tokens}, "
                                f"signed with {signed_with(counting_proxy)}")
-    sqs.send_message(QueueUrl=queue.url, MessageBody="after renewals")
-    assert http_app.wait_for_requests(1, timeout=30)[0].body == b"after renewals"
-    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted with renewed credentials")
-    assert proc.stop(timeout=30) == 0
-    assert None not in signed_with(counting_proxy) and signed_with(counting_proxy) <= set(credentials_endpoint.tokens)
-    assert proc.output().count("AWS credentials renewed") >= 2
+    assert_delivers_after_renewals(proc, sqs, queue, http_app, counting_proxy, credentials_endpoint.tokens)
     authorizations = [request.authorization for request in credentials_endpoint.requests]
     assert authorizations[0] == "first-token" and set(authorizations[1:]) == {"rotated-token"}, authorizations
     assert_never_a_child(credentials_endpoint, child_sampler)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
-from tests.support.credentials_endpoint import (ChildSampler, assert_never_a_child, assert_still_delivers_signed_with,
-                                               signed_with)
+from tests.support.credentials_endpoint import (ChildSampler, assert_delivers_after_renewals, assert_never_a_child,
+                                               assert_still_delivers_signed_with, signed_with)
 from tests.support.instance_metadata import ROLE_PATH, ZONE_PATH, InstanceMetadataService
 from tests.support.moto import REGION
 from workerless_gevent.aws.renewal import RENEW_BEFORE_SECONDS
@@ -75,12 +75,7 @@ def test_expiring_instance_profile_keys_are_renewed_from_imds_with_no_child(
     proc = start_on_imds(daemon, proxied_env, imds, queue, http_app, child_sampler)
     wait_until(lambda: len(signed_with(counting_proxy) - {None}) >= 3, 60,
                message=lambda: f"keys fetched {imds.keys}, signed with {signed_with(counting_proxy)}")
-    sqs.send_message(QueueUrl=queue.url, MessageBody="after renewals")
-    assert http_app.wait_for_requests(1, timeout=30)[0].body == b"after renewals"
-    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted with renewed credentials")
-    assert proc.stop(timeout=30) == 0
-    assert None not in signed_with(counting_proxy) and signed_with(counting_proxy) <= set(imds.keys)
-    assert proc.output().count("AWS credentials renewed") >= 2
+    assert_delivers_after_renewals(proc, sqs, queue, http_app, counting_proxy, imds.keys)
     # each fetch with a token of its own (IMDSv2), never IMDSv1
     assert all(request.token in imds.issued for request in imds.requests if request.method == "GET")
     assert len(imds.fetches()) >= 3 and len(imds.issued) >= len(imds.fetches())  # a fetch may be cut by the stop

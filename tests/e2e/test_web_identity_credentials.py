@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from tests.support import CountingProxy, Daemon, HttpApp, Queue, count_messages, wait_until
-from tests.support.credentials_endpoint import (ChildSampler, assert_never_a_child, assert_still_delivers_signed_with,
-                                               signed_with)
+from tests.support.credentials_endpoint import (ChildSampler, assert_delivers_after_renewals, assert_never_a_child,
+                                               assert_still_delivers_signed_with, signed_with)
 from tests.support.sts import FakeSts
 from workerless_gevent.aws.renewal import RENEW_BEFORE_SECONDS
 
@@ -80,12 +80,7 @@ def test_web_identity_credentials_are_renewed_from_sts_with_no_child(
     token_file.write_text("rotated-token")  # the renewal is due 4 s after that call
     wait_until(lambda: len(signed_with(counting_proxy) - {None}) >= 3, 60,
                message=lambda: f"tokens handed out {sts.tokens}, signed with {signed_with(counting_proxy)}")
-    sqs.send_message(QueueUrl=queue.url, MessageBody="after renewals")
-    assert http_app.wait_for_requests(1, timeout=30)[0].body == b"after renewals"
-    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted with renewed credentials")
-    assert proc.stop(timeout=30) == 0
-    assert None not in signed_with(counting_proxy) and signed_with(counting_proxy) <= set(sts.tokens)
-    assert proc.output().count("AWS credentials renewed") >= 2
+    assert_delivers_after_renewals(proc, sqs, queue, http_app, counting_proxy, sts.tokens)
     tokens = [request.token for request in sts.requests]
     assert tokens[0] == "first-token" and set(tokens[1:]) == {"rotated-token"}, tokens
     names = {request.form["RoleSessionName"] for request in sts.requests}

@@ -116,6 +116,18 @@ def assert_still_delivers_signed_with(proc: Daemon, sqs: Any, queue: Queue, app:
     assert {request.security_token for request in proxy.requests} == {session_token}
 
 
+def assert_delivers_after_renewals(proc: Daemon, sqs: Any, queue: Queue, app: HttpApp, proxy: CountingProxy,
+                                   handed_out: Any) -> None:
+    """After renewals: a message sent now is delivered and deleted, the daemon stops cleanly, every receive was
+    signed with a session token the source handed out (`handed_out`), and at least two renewals were logged."""
+    sqs.send_message(QueueUrl=queue.url, MessageBody="after renewals")
+    assert app.wait_for_requests(1, timeout=30)[0].body == b"after renewals"
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30, message="not deleted with renewed credentials")
+    assert proc.stop(timeout=30) == 0
+    assert None not in signed_with(proxy) and signed_with(proxy) <= set(handed_out)
+    assert proc.output().count("AWS credentials renewed") >= 2
+
+
 def assert_never_a_child(endpoint: Any, sampler: ChildSampler) -> None:
     """A credentials source the daemon asked itself (container endpoint, IMDS, STS): no child at any of its
     requests, and none seen by the sampler either."""
