@@ -6,7 +6,6 @@ where it may not; botocore's attempts and timeouts; the failures it turns into o
 from __future__ import annotations
 
 import json
-import os
 import random
 import socket
 import time
@@ -15,14 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.aws_environment import bare_aws_environment
+from tests.support.aws_environment import bare_aws_environment, childs_answer, ours
 from tests.support.instance_metadata import ROLE_PATH, InstanceMetadataService
 from tests.support.moto import free_port
-from workerless_gevent.aws.child import Resolved, parse_answer, request_of, resolve
-from workerless_gevent.aws.environment import resolve_from_environment
 from workerless_gevent.aws.instance_metadata import InstanceMetadata, Settings, settings_of
-from workerless_gevent.aws.renewal import FetchedResolution
-from workerless_gevent.config.model import AwsConfig
 from workerless_gevent.errors import ConfigError, StartupError
 
 SERVICES = ("sqs", "lambda")
@@ -43,16 +38,6 @@ def imds(bare_environment: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[In
     service.stop()
 
 
-def childs_answer() -> Resolved:
-    return parse_answer(json.dumps(resolve(request_of(AwsConfig(), "conf/test.toml", SERVICES))), 0)
-
-
-def ours() -> FetchedResolution:
-    answer = resolve_from_environment(AwsConfig(), dict(os.environ), "conf/test.toml", SERVICES)
-    assert isinstance(answer, FetchedResolution)
-    return answer
-
-
 def asked(service: InstanceMetadataService) -> list[tuple[str, str, str | None, bool]]:
     return [(r.method, r.path, r.ttl, r.token is not None) for r in service.requests]
 
@@ -71,9 +56,9 @@ def test_the_daemons_fetch_answers_as_the_child_would_with_the_same_requests(
         monkeypatch.setenv(name, value)
     imds.token_status = token_status  # both fetches get the same expiry, far off (not extended)
     imds.fixed_expiration = "2030-01-02T03:04:05" + ("+00:00" if offset_expiration else "Z")
-    childs = childs_answer()
+    childs = childs_answer(SERVICES)
     childs_requests, imds.requests = asked(imds), []
-    answer = ours().result()
+    answer = ours(SERVICES).result()
     assert answer._replace(credentials=None) == childs._replace(credentials=None)
     assert answer.credentials == ("ASIA0000000000000002", "secret", "session-2")  # the next keys IMDS handed out
     assert childs.credentials == ("ASIA0000000000000001", "secret", "session-1")
@@ -91,11 +76,11 @@ def test_keys_near_their_expiry_are_extended_as_botocore_extends_them(imds: Inst
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     imds.lifetime = 600
     began = time.time()
-    childs, answer = childs_answer(), ours().result()
+    childs, answer = childs_answer(SERVICES), ours(SERVICES).result()
     for expires_at in (childs.expires_at, answer.expires_at):
         assert expires_at is not None and int(began) + 900 + 120 <= expires_at <= time.time() + 900 + 600
     imds.offset_expiration = True
-    childs, answer = childs_answer(), ours().result()
+    childs, answer = childs_answer(SERVICES), ours(SERVICES).result()
     assert childs.expires_at is not None and answer.expires_at is not None
     assert abs(answer.expires_at - (began + 600)) < 5 and abs(childs.expires_at - (began + 600)) < 5
 
@@ -179,9 +164,9 @@ def test_a_silent_imds_times_out_at_each_request_after_the_timeout_set() -> None
 def test_no_region_from_imds_is_the_region_chains_own_error(imds: InstanceMetadataService) -> None:
     imds.zone = ""  # an empty answer: botocore's fetcher retries it, then gives up
     with pytest.raises(ConfigError) as childs:
-        childs_answer()
+        childs_answer(SERVICES)
     with pytest.raises(ConfigError) as daemons:
-        ours().result()
+        ours(SERVICES).result()
     assert daemons.value.line() == childs.value.line() == ("workerless: no AWS region: set [aws] region, AWS_REGION "
                                                            "or AWS_DEFAULT_REGION (or run on EC2/ECS)")
 

@@ -5,7 +5,6 @@ failures it turns into one line."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections.abc import Iterator
@@ -13,12 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.aws_environment import childs_answer, ours
 from tests.support.sts import FakeSts
-from workerless_gevent.aws.child import Resolved, parse_answer, request_of, resolve
-from workerless_gevent.aws.environment import resolve_from_environment
-from workerless_gevent.aws.renewal import FetchedResolution
 from workerless_gevent.aws.web_identity import WebIdentity
-from workerless_gevent.config.model import AwsConfig
 from workerless_gevent.errors import StartupError
 
 SERVICES = ("sqs", "lambda")
@@ -44,23 +40,13 @@ def sts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeSts]:
     service.stop()
 
 
-def childs_answer() -> Resolved:
-    return parse_answer(json.dumps(resolve(request_of(AwsConfig(), "conf/test.toml", SERVICES))), 0)
-
-
-def ours() -> FetchedResolution:
-    answer = resolve_from_environment(AwsConfig(), dict(os.environ), "conf/test.toml", SERVICES)
-    assert isinstance(answer, FetchedResolution)
-    return answer
-
-
 @pytest.mark.parametrize("variables", [{"AWS_ROLE_SESSION_NAME": "worker-7"}, {}, {"AWS_DEFAULT_REGION": "us-east-2"}])
 def test_the_daemons_call_answers_as_the_child_would_with_the_same_request(
         sts: FakeSts, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> None:
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    childs = childs_answer()
-    answer = ours().result()
+    childs = childs_answer(SERVICES)
+    answer = ours(SERVICES).result()
     assert answer._replace(credentials=None, expires_at=None) == childs._replace(credentials=None, expires_at=None)
     assert childs.credentials == ("ASIA0000000000000001", "secret", "sts-session-1")
     assert answer.credentials == ("ASIA0000000000000002", "secret", "sts-session-2")  # the next keys STS handed out

@@ -4,14 +4,13 @@ credentials endpoint, against where botocore's own chain ends and the URL it wou
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
-from tests.support.aws_environment import bare_aws_environment
-from workerless_gevent.aws.child import Resolved, parse_answer, request_of, resolve
+from tests.support.aws_environment import bare_aws_environment, childs_answer
+from workerless_gevent.aws.child import Resolved
 from workerless_gevent.aws.environment import resolve_from_environment
 from workerless_gevent.aws.session import open_session, service_endpoint, trusted_ca_bundle
 from workerless_gevent.config.model import AwsConfig
@@ -24,10 +23,6 @@ def bare_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No AWS variable, a home without ~/.aws, the config files pointed at paths that do not exist."""
     bare_aws_environment(monkeypatch, tmp_path)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-
-
-def childs_answer(aws: AwsConfig, services: tuple[str, ...]) -> Resolved:
-    return parse_answer(json.dumps(resolve(request_of(aws, "conf/test.toml", services))), 0)
 
 
 @pytest.mark.parametrize(("variables", "aws", "services"), [
@@ -44,7 +39,7 @@ def test_the_environment_answers_as_the_child_would(monkeypatch: pytest.MonkeyPa
                                                     aws: AwsConfig, services: tuple[str, ...]) -> None:
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    expected = childs_answer(aws, services)
+    expected = childs_answer(services, aws)
     assert resolve_from_environment(aws, dict(os.environ), "conf/test.toml", services) == expected
 
 
