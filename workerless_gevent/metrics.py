@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
+import operator
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
@@ -36,6 +38,9 @@ BUCKETS_SECONDS: dict[str, tuple[float, ...]] = {
     "QueueTime": (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0,
                   345600.0, 1209600.0),
 }
+
+FOLD_AT = 4096  # observations of one distribution and queue kept before they are folded in unasked
+TWO_DIGITS = "{:.2g}".format
 
 GaugeReader = Callable[[], Mapping[str, float]]  # queue name -> current value
 Observer = Callable[[str, str, float], None]  # (queue, distribution, milliseconds) of each observation
@@ -83,10 +88,14 @@ class Registry:
     """Fed by the daemon; read by the CloudWatch flusher, the status server and the stop summary."""
 
     def __init__(self) -> None:
-        self.window = Window()
+        self._window = Window()
         self.totals: Counter[tuple[str, str]] = Counter()
         self.gauge_readers: dict[str, GaugeReader] = {}
-        self.histograms: dict[tuple[str, str], Histogram] = {}
+        self._histograms: dict[tuple[str, str], Histogram] = {}
+        # Observations not yet in the window and the histograms, per (distribution, queue): appended to, twice
+        # per message, and folded in whenever either is read (or a list grows long), in a few C-level passes
+        # instead of a rounding, a bisect and four updates each.
+        self.unfolded: defaultdict[tuple[str, str], list[float]] = defaultdict(list)
         self.failure_types: dict[str, tuple[int, str]] = {}
         # ("queue" or "target", name) -> (time.time(), text) of its latest failed delivery
         self.last_errors: dict[tuple[str, str], tuple[float, str]] = {}
@@ -94,28 +103,57 @@ class Registry:
 
     def count(self, queue: str, name: str, amount: int = 1) -> None:
         key = (name, queue)
-        self.window.counters[key] += amount
+        self._window.counters[key] += amount
         self.totals[key] += amount
 
     def observe(self, queue: str, name: str, milliseconds: float) -> None:
-        """Twice per message (its queue time and its delivery time), so the histogram's add is written out here."""
-        if not -math.inf < milliseconds < math.inf:  # NaN or an infinity: not an observation
-            return
-        key = (name, queue)
-        # Rounded so CloudWatch's Values/Counts (at most 150 distinct values per datum) stay compact: two
-        # significant digits (the formatting rounds correctly, as round() does, in fewer steps than log10 and round).
-        self.window.distributions[key][float(f"{milliseconds:.2g}") if milliseconds > 0 else 0.0] += 1
-        histogram = self.histograms.get(key)
-        if histogram is None:
-            bounds = BUCKETS_SECONDS.get(name, BUCKETS_SECONDS["DeliveryTime"])
-            histogram = self.histograms[key] = Histogram(bounds)
-        seconds = milliseconds / 1000
-        histogram.counts[bisect.bisect_left(histogram.bounds_seconds, seconds)] += 1
-        histogram.sum_seconds += seconds
-        histogram.count += 1
+        """Twice per message (its queue time and its delivery time): kept for `fold`."""
+        values = self.unfolded[(name, queue)]
+        values.append(milliseconds)
+        if len(values) >= FOLD_AT:
+            self.fold()
         if self.observers:
             for observer in self.observers:
                 observer(queue, name, milliseconds)
+
+    @property
+    def window(self) -> Window:
+        self.fold()
+        return self._window
+
+    @property
+    def histograms(self) -> dict[tuple[str, str], Histogram]:
+        self.fold()
+        return self._histograms
+
+    def fold(self) -> None:
+        """The observations so far into the CloudWatch window and the Prometheus histograms. NaN and infinities
+        are not observations. The window's values are rounded to two significant digits, so CloudWatch's
+        Values/Counts (at most 150 distinct values per datum) stay compact; the formatting rounds correctly."""
+        unfolded, self.unfolded = self.unfolded, defaultdict(list)
+        for key, values in unfolded.items():
+            if not all(map(math.isfinite, values)):
+                values = [value for value in values if math.isfinite(value)]
+                if not values:
+                    continue
+            values.sort()
+            distribution = self._window.distributions[key]
+            positive = bisect.bisect_right(values, 0.0)  # zero (and, should a clock step, below) counts as 0
+            if positive:
+                distribution[0.0] += positive
+            distribution.update(map(float, map(TWO_DIGITS, itertools.islice(values, positive, None))))
+            histogram = self._histograms.get(key)
+            if histogram is None:
+                histogram = self._histograms[key] = Histogram(BUCKETS_SECONDS.get(key[0], BUCKETS_SECONDS["DeliveryTime"]))
+            seconds = list(map(operator.truediv, values, itertools.repeat(1000.0)))  # sorted, as `values` is
+            below = 0
+            for index, bound in enumerate(histogram.bounds_seconds):  # counts[i]: in (bound[i - 1], bound[i]]
+                upto = bisect.bisect_right(seconds, bound, below)
+                histogram.counts[index] += upto - below
+                below = upto
+            histogram.counts[-1] += len(seconds) - below
+            histogram.sum_seconds += math.fsum(seconds)
+            histogram.count += len(seconds)
 
     def track_gauge(self, name: str, read: GaugeReader) -> None:
         """A gauge sampled whenever someone reads it, so it can never drift from the truth."""
@@ -149,7 +187,8 @@ class Registry:
         return list(names)
 
     def take_window(self) -> Window:
-        window, self.window = self.window, Window()
+        self.fold()
+        window, self._window = self._window, Window()
         return window
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import random
 import socket
 import uuid
+from collections import Counter
 from typing import Any
 
 import boto3
@@ -17,7 +19,8 @@ from botocore.config import Config
 
 from tests.support import MotoServer
 from workerless_gevent.observability.cloudwatch import MAX_CARRIED_DATUMS, MetricsFlusher, build_datums, is_valid_namespace
-from workerless_gevent.metrics import BUCKETS_SECONDS, COUNTERS, OVERALL_COUNTERS, RateSummary, Registry
+from workerless_gevent.metrics import (BUCKETS_SECONDS, COUNTERS, DISTRIBUTIONS, FOLD_AT, OVERALL_COUNTERS, RateSummary,
+                                       Registry)
 
 
 def test_histograms_are_cumulative_with_le_bounds() -> None:
@@ -33,6 +36,36 @@ def test_histograms_are_cumulative_with_le_bounds() -> None:
     assert histogram.count == 4 and histogram.sum_seconds == pytest.approx(10_001.0101)
     # The CloudWatch window saw the same four, rounded to two significant digits.
     assert sum(registry.window.distributions[("DeliveryTime", "q")].values()) == 4
+
+
+def test_folded_observations_match_one_at_a_time_arithmetic() -> None:
+    """Observations are kept and folded in when read (or once FOLD_AT of one kind are waiting): the buckets,
+    the sum and the window's rounded values are those of adding each one as it came, whatever the reads."""
+    rng = random.Random(7)
+    registry = Registry()
+    buckets: dict[tuple[str, str], list[int]] = {}
+    rounded: dict[tuple[str, str], Counter[float]] = {}
+    sums: dict[tuple[str, str], float] = {}
+    for index in range(3 * FOLD_AT):
+        name, queue = rng.choice(DISTRIBUTIONS), rng.choice(("a", "b"))
+        milliseconds = rng.choice((rng.expovariate(1 / 50), rng.uniform(0, 1e7), 5.0, 10.0, 0.0, -2.0, math.nan,
+                                   math.inf, 1000.0))
+        registry.observe(queue, name, milliseconds)
+        if index % 1000 == 999:
+            assert registry.histograms  # a read part of the way folds what came so far
+        if not math.isfinite(milliseconds):
+            continue
+        key, bounds = (name, queue), BUCKETS_SECONDS[name]
+        buckets.setdefault(key, [0] * (len(bounds) + 1))[bisect.bisect_left(bounds, milliseconds / 1000)] += 1
+        rounded.setdefault(key, Counter())[float(f"{milliseconds:.2g}") if milliseconds > 0 else 0.0] += 1
+        sums[key] = sums.get(key, 0.0) + milliseconds / 1000
+    window = registry.take_window()
+    assert set(window.distributions) == set(buckets) == set(registry.histograms)
+    for key, counts in buckets.items():
+        histogram = registry.histograms[key]
+        assert (histogram.counts, histogram.count) == (counts, sum(counts)), key
+        assert histogram.sum_seconds == pytest.approx(sums[key], rel=1e-9), key
+        assert window.distributions[key] == rounded[key], key
 
 
 def test_gauges_are_read_when_asked_for() -> None:
