@@ -38,6 +38,7 @@ SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEF
 UNSET = Status(StatusCode.UNSET)
 NO_STATE = TraceState()
 NO_LINKS: tuple[Link, ...] = ()  # a delivery of one message
+CONSUMER, SAMPLE = SpanKind.CONSUMER, Decision.RECORD_AND_SAMPLE  # module globals: one lookup, not two
 
 Attributes = dict[str, str | int]
 Export = Callable[[ReadableSpan], None]  # export.SpanBuffer.on_end
@@ -103,22 +104,22 @@ class Tracing:
         parent_context: Context | None = None
         parent: SpanContext | None = None
         links: Sequence[Link] = NO_LINKS
+        first = messages[0]
         if is_batch:
             links = [Link(trace.get_current_span(context).get_span_context())
                      for message in messages if (context := parent_of(message)) is not None]
-        else:
-            parent_context = parent_of(messages[0])
+        elif "traceparent" in first.message_attributes or "AWSTraceHeader" in first.attributes:  # else none to read
+            parent_context = parent_of(first)
             if parent_context is not None:
                 parent = trace.get_current_span(parent_context).get_span_context()
         trace_id = parent.trace_id if parent is not None else self.new_trace_id()
         # The SDK's sampler, as Tracer.start_span asks it (no attributes are known yet); parentless: the empty
         # context, never the greenlet's, which the daemon does not set.
-        sampling = self.sampler.should_sample(parent_context or EMPTY, trace_id, name, SpanKind.CONSUMER, None, links)
-        decision = sampling.decision
+        sampling = self.sampler.should_sample(parent_context or EMPTY, trace_id, name, CONSUMER, None, links)
         span_id = self.new_span_id()
         # Not sampled (most deliveries under a ratio sampler): the ids and no more. RECORD_ONLY too: the SDK's
         # batching exports sampled spans only, and the daemon has no other span processor to record for.
-        if decision is not Decision.RECORD_AND_SAMPLE:
+        if sampling.decision is not SAMPLE:
             delivery = Delivery(trace_id, span_id, NOT_SAMPLED, sampling.trace_state or NO_STATE, None)
         else:
             attributes = attributes_of(queue, target, messages, is_batch)
@@ -127,7 +128,7 @@ class Tracing:
             delivery = Delivery(trace_id, span_id, SAMPLED, sampling.trace_state or NO_STATE,
                                 Recorded(name, parent, links, time.time_ns(), attributes, is_batch))
         if not is_batch:
-            messages[0].trace_headers = outgoing_headers(delivery, messages[0])
+            first.trace_headers = outgoing_headers(delivery, first)
         CURRENT.set(delivery)  # and None at its finish: a slot's greenlet runs one delivery at a time
         return delivery
 

@@ -10,7 +10,7 @@ from geventhttpclient._parser import HTTPResponseParser
 _ignore = set[str]().discard  # a C callable that takes one argument and returns None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass sets each field through object.__setattr__, per answer
 class Reply:
     status: int
     headers: dict[str, str]  # only the names asked for, lower-case
