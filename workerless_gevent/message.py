@@ -70,9 +70,8 @@ LAST_DATETIME_SECOND = 253402300799  # 9999-12-31T23:59:59Z
 
 @functools.lru_cache(maxsize=1024)
 def iso_utc(epoch_ms: str | None) -> str:
-    """SQS epoch-milliseconds strings -> ISO 8601 UTC with a Z, as aws-sqsd sends them. Twice per delivery,
-    and cached: the messages of one receive mostly share their first receive's millisecond, and those of one
-    SendMessageBatch their sent one."""
+    """SQS epoch-milliseconds strings -> ISO 8601 UTC with a Z, as aws-sqsd sends them. Cached: a receive's
+    messages mostly share their first receive's millisecond, and a SendMessageBatch's their sent one."""
     if epoch_ms and len(epoch_ms) == 13 and epoch_ms.isdigit():  # every timestamp from 2001 to 2286: no arithmetic
         return f"{utc_second(epoch_ms[:10])}.{epoch_ms[10:]}Z"
     if not epoch_ms or not epoch_ms.isdigit():

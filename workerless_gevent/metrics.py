@@ -108,6 +108,8 @@ class Registry:
 
     def observe(self, queue: str, name: str, milliseconds: float) -> None:
         """Twice per message (its queue time and its delivery time): kept for `fold`."""
+        if not -math.inf < milliseconds < math.inf:  # NaN or an infinity: not an observation, for anyone
+            return
         values = self.unfolded[(name, queue)]
         values.append(milliseconds)
         if len(values) >= FOLD_AT:
@@ -127,15 +129,12 @@ class Registry:
         return self._histograms
 
     def fold(self) -> None:
-        """The observations so far into the CloudWatch window and the Prometheus histograms. NaN and infinities
-        are not observations. The window's values are rounded to two significant digits, so CloudWatch's
-        Values/Counts (at most 150 distinct values per datum) stay compact; the formatting rounds correctly."""
+        """The observations so far into the CloudWatch window (two significant digits, which keeps CloudWatch's
+        Values/Counts compact: at most 150 distinct values a datum) and the Prometheus histograms."""
+        if not self.unfolded:
+            return
         unfolded, self.unfolded = self.unfolded, defaultdict(list)
         for key, values in unfolded.items():
-            if not all(map(math.isfinite, values)):
-                values = [value for value in values if math.isfinite(value)]
-                if not values:
-                    continue
             values.sort()
             distribution = self._window.distributions[key]
             positive = bisect.bisect_right(values, 0.0)  # zero (and, should a clock step, below) counts as 0
@@ -144,7 +143,8 @@ class Registry:
             distribution.update(map(float, map(TWO_DIGITS, itertools.islice(values, positive, None))))
             histogram = self._histograms.get(key)
             if histogram is None:
-                histogram = self._histograms[key] = Histogram(BUCKETS_SECONDS.get(key[0], BUCKETS_SECONDS["DeliveryTime"]))
+                bounds = BUCKETS_SECONDS.get(key[0], BUCKETS_SECONDS["DeliveryTime"])
+                histogram = self._histograms[key] = Histogram(bounds)
             seconds = list(map(operator.truediv, values, itertools.repeat(1000.0)))  # sorted, as `values` is
             below = 0
             for index, bound in enumerate(histogram.bounds_seconds):  # counts[i]: in (bound[i - 1], bound[i]]

@@ -31,7 +31,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from ..message import Message
 from ..targets import Outcome, Result
-from .context import EMPTY, parent_of, xray_header
+from .context import EMPTY, has_context, parent_of, xray_header
 
 SYSTEM = {"messaging.system": "aws_sqs", "messaging.operation.type": "process", "messaging.operation.name": "process"}
 SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
@@ -108,7 +108,7 @@ class Tracing:
         if is_batch:
             links = [Link(trace.get_current_span(context).get_span_context())
                      for message in messages if (context := parent_of(message)) is not None]
-        elif "traceparent" in first.message_attributes or "AWSTraceHeader" in first.attributes:  # else none to read
+        elif has_context(first):
             parent_context = parent_of(first)
             if parent_context is not None:
                 parent = trace.get_current_span(parent_context).get_span_context()
