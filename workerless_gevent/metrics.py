@@ -114,9 +114,8 @@ class Registry:
         values.append(milliseconds)
         if len(values) >= FOLD_AT:
             self.fold()
-        if self.observers:
-            for observer in self.observers:
-                observer(queue, name, milliseconds)
+        for observer in self.observers:
+            observer(queue, name, milliseconds)
 
     @property
     def window(self) -> Window:

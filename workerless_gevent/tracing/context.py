@@ -18,15 +18,10 @@ XRAY = AwsXRayPropagator()
 EMPTY = Context()
 
 
-def has_context(message: Message) -> bool:
-    """Whether the message carries a producer's context at all; most do not, and `parent_of` is then None."""
-    return "traceparent" in message.message_attributes or "AWSTraceHeader" in message.attributes
-
-
 def parent_of(message: Message) -> Context | None:
     """The producer's context, None when the message carries none that is valid."""
-    if not has_context(message):
-        return None
+    if "traceparent" not in message.message_attributes and "AWSTraceHeader" not in message.attributes:
+        return None  # most messages: nothing to read
     traceparent = message.string_attribute("traceparent")
     if traceparent:
         carrier = {"traceparent": traceparent, "tracestate": message.string_attribute("tracestate") or ""}

@@ -31,7 +31,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from ..message import Message
 from ..targets import Outcome, Result
-from .context import EMPTY, has_context, parent_of, xray_header
+from .context import EMPTY, parent_of, xray_header
 
 SYSTEM = {"messaging.system": "aws_sqs", "messaging.operation.type": "process", "messaging.operation.name": "process"}
 SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
@@ -75,7 +75,7 @@ class Delivery:
 class DeliverySpan(ReadableSpan):
     """A finished delivery span, as the exporter reads it. The SDK's ReadableSpan works out what its limits
     dropped by asking whether each collection is one of its bounded ones, three ABC checks per span at
-    export; here the counts are known when the span is made (`Tracing.finish`), nearly always none."""
+    export; here the counts are known when the span is made (`Tracing.span_of`), nearly always none."""
 
     dropped_attributes = 0
     dropped_events = 0
@@ -108,7 +108,7 @@ class Tracing:
         if is_batch:
             links = [Link(trace.get_current_span(context).get_span_context())
                      for message in messages if (context := parent_of(message)) is not None]
-        elif has_context(first):
+        else:
             parent_context = parent_of(first)
             if parent_context is not None:
                 parent = trace.get_current_span(parent_context).get_span_context()
@@ -148,7 +148,7 @@ class Tracing:
         kept = limited(attributes, limits.max_span_attribute_length, limits.max_span_attributes)
         links = self.bounded_links(recorded.links)
         span = DeliverySpan(recorded.name, delivery.span_context(), recorded.parent, self.resource, kept,
-                            recorded.events or (), links, SpanKind.CONSUMER, status=status,
+                            recorded.events or (), links, CONSUMER, status=status,
                             start_time=recorded.started_ns, end_time=time.time_ns(), instrumentation_scope=self.scope)
         if len(kept) < len(attributes):
             span.dropped_attributes = len(attributes) - len(kept)
