@@ -33,7 +33,7 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     versions = {}
-    for module in ("gevent", "boto3", "botocore", "geventhttpclient"):
+    for module in ("gevent", "boto3", "botocore", "httptools", "geventhttpclient"):
         try:
             versions[module] = __import__(module).__version__
         except Exception:  # noqa: BLE001

@@ -1,14 +1,13 @@
-"""The private API of geventhttpclient's C response parser that wire/http.py builds on.
+"""What wire/parsing.py relies on in httptools' llhttp binding, and what ReplyParser makes of it.
 
-`workerless_gevent.wire.parsing.ReplyParser` subclasses `geventhttpclient._parser.HTTPResponseParser`
-and relies on: `feed` (an empty feed is EOF), `get_code` (also from inside callbacks),
-`should_keep_alive`, `HTTPParseError`, and the parser calling these methods of the instance by
-name: `_on_message_begin()`, `_on_status(str)`, `_on_header_field(str)`, `_on_header_value(str)`,
-`_on_headers_complete() -> falsy to read the body`, `_on_body(bytes-like)`,
-`_on_message_complete()`. The callbacks are looked up on the instance at each call: ReplyParser
-swaps the two header callbacks for a C no-op (`set().discard`) in its instance dict mid-answer.
-None of that is public, so a new geventhttpclient may change it: these tests then fail with the
-version in the message (pyproject.toml bounds it to >=2.5,<3).
+`workerless_gevent.wire.parsing.ReplyParser` is the protocol object of an `httptools.HttpResponseParser`
+and relies on: `feed_data` (bytes in any pieces), `get_status_code` and `should_keep_alive` (also from
+inside callbacks), `HttpParserError` (and `HttpParserUpgrade`) for bytes that are not an answer, and the
+parser calling `on_message_begin()`, `on_header(name: bytes, value: bytes)` once per whole header,
+`on_headers_complete()`, `on_body(bytes-like)` and `on_message_complete()`. httptools has no
+`llhttp_finish`: ReplyParser judges the end of the connection itself, as llhttp would. A new httptools
+may change any of this: these tests then fail with the version in the message (pyproject.toml bounds it
+to >=0.6.4,<1).
 """
 
 from __future__ import annotations
@@ -19,113 +18,99 @@ import sys
 from importlib.metadata import version
 from typing import Any
 
+import httptools
 import pytest
-from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
-VERSION = version("geventhttpclient")
-WHO = f"geventhttpclient {VERSION} (geventhttpclient._parser.HTTPResponseParser, used by workerless_gevent/wire/http.py)"
+from workerless_gevent.wire.parsing import HTTPParseError, ReplyParser
+
+VERSION = version("httptools")
+WHO = f"httptools {VERSION} (httptools.HttpResponseParser, used by workerless_gevent/wire/parsing.py)"
 ANSWER = b"HTTP/1.1 201 Created\r\nX-Name: value\r\nContent-Length: 5\r\n\r\nhello"
 
 
-class Recording(HTTPResponseParser):
-    """Every callback wire/http.py implements, recorded with what it was given."""
+class Recording:
+    """Every callback wire/parsing.py implements, recorded with what it was given."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.calls: list[tuple[Any, ...]] = []
+        self.parser = httptools.HttpResponseParser(self)
 
-    def _on_message_begin(self) -> None:
+    def on_message_begin(self) -> None:
         self.calls.append(("message_begin",))
 
-    def _on_status(self, text: str) -> None:
-        self.calls.append(("status", text, self.get_code()))
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.calls.append(("header", bytes(name), bytes(value), self.parser.get_status_code()))
 
-    def _on_header_field(self, text: str) -> None:
-        self.calls.append(("header_field", text))
-
-    def _on_header_value(self, text: str) -> None:
-        self.calls.append(("header_value", text))
-
-    def _on_headers_complete(self) -> bool:
+    def on_headers_complete(self) -> None:
         self.calls.append(("headers_complete",))
-        return False
 
-    def _on_body(self, data: bytes) -> None:
+    def on_body(self, data: bytes) -> None:
         self.calls.append(("body", bytes(data), type(data)))
 
-    def _on_message_complete(self) -> None:
-        self.calls.append(("message_complete", self.get_code()))
+    def on_message_complete(self) -> None:
+        self.calls.append(("message_complete", self.parser.get_status_code(), self.parser.should_keep_alive()))
 
     def names(self) -> list[str]:
         return [call[0] for call in self.calls]
 
-    def joined(self, kind: str) -> str:
-        return "".join(call[1] for call in self.calls if call[0] == kind)
+    def body(self) -> bytes:
+        return b"".join(call[1] for call in self.calls if call[0] == "body")
 
-
-def feed_all(parser: HTTPResponseParser, *pieces: bytes) -> None:
-    for piece in pieces:
-        try:
-            parser.feed(piece)
-        except HTTPParseError:
-            raise
-        except Exception as error:
-            pytest.fail(f"{WHO}: feed({piece!r}) raised {type(error).__name__}: {error} (expected none)")
+    def feed(self, *pieces: bytes) -> None:
+        for piece in pieces:
+            try:
+                self.parser.feed_data(piece)
+            except httptools.HttpParserError:
+                raise
+            except Exception as error:
+                pytest.fail(f"{WHO}: feed_data({piece!r}) raised {type(error).__name__}: {error} (expected none)")
 
 
 def check(condition: bool, what: str, got: object) -> None:
-    assert condition, f"{WHO} no longer {what}; got {got!r}. Adapt wire.parsing.ReplyParser or pin geventhttpclient."
+    assert condition, f"{WHO} no longer {what}; got {got!r}. Adapt wire.parsing.ReplyParser or pin httptools."
 
 
-def test_the_parser_module_has_what_http_wire_imports() -> None:
-    check(isinstance(HTTPResponseParser, type), "exports a class HTTPResponseParser", HTTPResponseParser)
-    check(issubclass(HTTPParseError, Exception), "has HTTPParseError as an Exception", HTTPParseError.__mro__)
-    for method in ("feed", "get_code", "should_keep_alive"):
-        check(callable(getattr(HTTPResponseParser, method, None)), f"has a method {method}()", dir(HTTPResponseParser))
+def parse(*pieces: bytes, keep: frozenset[str] = frozenset(), errors_only: bool = False) -> ReplyParser:
+    parser = ReplyParser(keep, True, errors_only)
+    for piece in pieces:
+        parser.feed(piece)
+    return parser
 
 
-def test_callbacks_come_in_order_with_text_and_a_bytes_like_body() -> None:
-    parser = Recording()
-    feed_all(parser, ANSWER)
-    expected = ["message_begin", "status", "header_field", "header_value", "header_field", "header_value",
-                "headers_complete", "body", "message_complete"]
-    check(parser.names() == expected, "calls the _on_* callbacks in this order: " + ", ".join(expected), parser.calls)
-    status = parser.calls[1]
-    check(status[1] == "Created" and status[2] == 201, "calls _on_status(reason: str) with get_code() already set",
-          status)
-    check(parser.calls[2][1:] == ("X-Name",) and parser.calls[3][1:] == ("value",),
-          "passes header names and values to _on_header_field/_on_header_value as str", parser.calls[2:4])
-    body = parser.calls[7]
-    check(body[1] == b"hello" and issubclass(body[2], (bytes, bytearray)),
-          "passes the body to _on_body as bytes or bytearray", body)
-    check(parser.calls[-1] == ("message_complete", 201), "has get_code() == 201 in _on_message_complete",
-          parser.calls[-1])
-    check(parser.get_code() == 201, "returns the status from get_code()", parser.get_code())
-    check(bool(parser.should_keep_alive()), "says should_keep_alive() for an HTTP/1.1 answer", parser.should_keep_alive())
+# --- httptools ----------------------------------------------------------------------------------
+
+def test_the_module_has_what_parsing_imports() -> None:
+    check(isinstance(httptools.HttpResponseParser, type), "exports a class HttpResponseParser",
+          httptools.HttpResponseParser)
+    check(issubclass(httptools.HttpParserError, Exception) and issubclass(httptools.HttpParserUpgrade, Exception),
+          "has HttpParserError and HttpParserUpgrade as Exceptions", dir(httptools))
+    for method in ("feed_data", "get_status_code", "should_keep_alive"):
+        check(callable(getattr(httptools.HttpResponseParser, method, None)), f"has a method {method}()",
+              dir(httptools.HttpResponseParser))
+
+
+def test_callbacks_come_in_order_with_whole_headers_and_a_bytes_like_body() -> None:
+    recording = Recording()
+    recording.feed(ANSWER)
+    expected = ["message_begin", "header", "header", "headers_complete", "body", "message_complete"]
+    check(recording.names() == expected, "calls on_* in this order: " + ", ".join(expected), recording.calls)
+    check(recording.calls[1][1:] == (b"X-Name", b"value", 201) and recording.calls[2][1:3] == (b"Content-Length", b"5"),
+          "calls on_header(name, value) once per header with bytes, get_status_code() already set", recording.calls)
+    body = recording.calls[4]
+    check(body[1] == b"hello" and issubclass(body[2], (bytes, bytearray)), "passes the body to on_body as bytes", body)
+    check(recording.calls[-1] == ("message_complete", 201, True),
+          "has get_status_code() == 201 and should_keep_alive() in on_message_complete", recording.calls[-1])
 
 
 def test_an_answer_and_its_header_lines_may_come_in_pieces() -> None:
-    whole = Recording()
-    feed_all(whole, ANSWER)
     for cut in range(1, len(ANSWER)):
-        parser = Recording()
-        feed_all(parser, ANSWER[:cut], ANSWER[cut:])
-        check(parser.joined("header_value") == "value5" and parser.joined("header_field") == "X-NameContent-Length",
-              f"hands over header pieces that join up when the answer is split at byte {cut}", parser.calls)
-        check(b"".join(call[1] for call in parser.calls if call[0] == "body") == b"hello"
-              and parser.names()[-1] == "message_complete" and parser.get_code() == 201,
-              f"completes an answer split at byte {cut}", parser.calls)
-
-
-def test_an_empty_feed_is_eof_which_ends_a_body_without_a_length() -> None:
-    parser = Recording()
-    feed_all(parser, b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end")
-    check("message_complete" not in parser.names(), "waits for EOF to end a body without Content-Length",
-          parser.calls)
-    feed_all(parser, b"")
-    check(parser.names()[-1] == "message_complete", "treats feed(b'') as EOF that completes the body", parser.calls)
-    check(not parser.should_keep_alive(), "says not should_keep_alive() after Connection: close",
-          parser.should_keep_alive())
+        recording = Recording()
+        recording.feed(ANSWER[:cut], ANSWER[cut:])
+        headers = [call[1:3] for call in recording.calls if call[0] == "header"]
+        check(headers == [(b"X-Name", b"value"), (b"Content-Length", b"5")],
+              f"hands over each header whole when the answer is split at byte {cut}", recording.calls)
+        check(recording.body() == b"hello" and recording.names()[-1] == "message_complete",
+              f"completes an answer split at byte {cut}", recording.calls)
 
 
 def test_keep_alive_follows_the_version_and_connection_header() -> None:
@@ -135,83 +120,119 @@ def test_keep_alive_follows_the_version_and_connection_header() -> None:
         (b"HTTP/1.0 204 No Content\r\nContent-Length: 0\r\n\r\n", False),
         (b"HTTP/1.0 204 No Content\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", True),
     ]:
-        parser = Recording()
-        feed_all(parser, answer)
-        check(bool(parser.should_keep_alive()) is keep, f"gives should_keep_alive() == {keep} for {answer!r}",
-              parser.should_keep_alive())
+        recording = Recording()
+        recording.feed(answer)
+        check(recording.calls[-1][2] is keep, f"gives should_keep_alive() == {keep} for {answer!r}", recording.calls)
+        check(parse(answer).should_keep_alive() is keep, f"(ReplyParser) keeps alive == {keep} for {answer!r}", answer)
 
 
 def test_chunked_bodies_and_interim_answers() -> None:
-    parser = Recording()
-    feed_all(parser, b"HTTP/1.1 100 Continue\r\n\r\n"
-                     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
-    check(parser.names().count("message_begin") == 2, "calls _on_message_begin once per answer, a 1xx one included",
-          parser.calls)
-    completes = [call for call in parser.calls if call[0] == "message_complete"]
-    check(completes == [("message_complete", 100), ("message_complete", 200)],
-          "completes the interim 100 answer, then the final one, with get_code() following them", completes)
-    body = b"".join(call[1] for call in parser.calls if call[0] == "body")
-    check(body == b"abcde", "passes a chunked body to _on_body without the chunk framing", body)
+    recording = Recording()
+    recording.feed(b"HTTP/1.1 100 Continue\r\n\r\n"
+                   b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+    check(recording.names().count("message_begin") == 2, "calls on_message_begin once per answer, a 1xx one included",
+          recording.calls)
+    completes = [call[1] for call in recording.calls if call[0] == "message_complete"]
+    check(completes == [100, 200], "completes the interim 100 answer, then the final one", completes)
+    check(recording.body() == b"abcde", "passes a chunked body to on_body without the chunk framing", recording.calls)
 
 
-def test_callbacks_are_looked_up_on_the_instance_at_each_call() -> None:
-    seen: list[str] = []
-
-    class Swapping(Recording):
-        def _on_status(self, text: str) -> None:
-            super()._on_status(text)
-            if not seen:  # the first answer: what ReplyParser does when it keeps no header
-                self.__dict__.update(_on_header_field=seen.append, _on_header_value=set[str]().discard)
-
-    parser = Swapping()
-    feed_all(parser, ANSWER)
-    check(seen == ["X-Name", "Content-Length"] and "header_field" not in parser.names(),
-          "looks _on_header_field up on the instance at each call (an instance attribute set mid-answer wins)",
-          (seen, parser.calls))
-    check(parser.names()[-1] == "message_complete", "accepts a C callable such as set().discard as a callback",
-          parser.calls)
-    del parser._on_header_field, parser._on_header_value  # type: ignore[attr-defined]
-    feed_all(parser, ANSWER)  # the next answer on the same connection goes to the class's methods again
-    check(parser.names().count("header_field") == 2, "goes back to the class's callbacks once the instance's are deleted",
-          parser.calls)
-
-
-def test_bad_bytes_raise_http_parse_error_and_keep_raising() -> None:
-    parser = Recording()
-    with pytest.raises(HTTPParseError):
-        feed_all(parser, b"NOT HTTP AT ALL\r\n\r\n")
-    with pytest.raises(HTTPParseError):
-        feed_all(parser, ANSWER)  # wire.http closes the connection: a failed parser stays failed
-
-
-def test_bytes_after_a_complete_close_answer_raise_http_parse_error() -> None:
-    # wire.http keeps the complete answer and marks the connection not reusable (ReplyParser.trailing).
-    parser = Recording()
-    feed_all(parser, b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
-    check(parser.names()[-1] == "message_complete", "completes a Connection: close answer with a length",
-          parser.calls)
-    try:
-        parser.feed(b"HTTP/1.1 200 OK\r\n\r\n")
-    except HTTPParseError:
-        pass
-    else:
-        check("message_begin" in parser.names()[parser.names().index("message_complete"):],
-              "raises HTTPParseError or begins a new message for bytes after a Connection: close answer",
-              parser.calls)
+def test_bad_bytes_raise_and_keep_raising() -> None:
+    recording = Recording()
+    with pytest.raises(httptools.HttpParserError):
+        recording.feed(b"NOT HTTP AT ALL\r\n\r\n")
+    with pytest.raises(httptools.HttpParserError):
+        recording.feed(ANSWER)  # wire.http closes the connection: a failed parser stays failed
 
 
 def test_a_second_answer_on_a_keep_alive_connection_begins_a_new_message() -> None:
-    # ReplyParser sees it as bytes after its answer (trailing) through _on_message_begin.
-    parser = Recording()
-    feed_all(parser, ANSWER + ANSWER)
-    check(parser.names().count("message_begin") == 2 and parser.names().count("message_complete") == 2,
-          "calls _on_message_begin/_on_message_complete again for a second answer in the same feed", parser.calls)
+    # ReplyParser sees it as bytes after its answer (trailing) through on_message_begin.
+    recording = Recording()
+    recording.feed(ANSWER + ANSWER)
+    check(recording.names().count("message_begin") == 2 and recording.names().count("message_complete") == 2,
+          "calls on_message_begin/on_message_complete again for a second answer in the same feed", recording.calls)
+
+
+# --- ReplyParser on it ----------------------------------------------------------------------------
+
+def test_reply_parser_keeps_the_status_the_named_headers_and_the_body() -> None:
+    parser = parse(b"HTTP/1.1 503 Slow Down\r\nRetry-After: 7\r\nretry-after: 9\r\nX-Other: 1\r\n"
+                   b"Content-Length: 4\r\n\r\nbusy", keep=frozenset({"retry-after"}))
+    assert (parser.done, parser.status, parser.headers, bytes(parser.body)) == (True, 503, {"retry-after": "7"}, b"busy")
+    assert parser.should_keep_alive() and not parser.trailing
+
+
+def test_headers_of_errors_only_are_kept_for_errors_even_without_a_reason_phrase() -> None:
+    keep = frozenset({"retry-after"})
+    for status_line in (b"HTTP/1.1 503 Service Unavailable", b"HTTP/1.1 503 ", b"HTTP/1.1 503"):
+        parser = parse(status_line + b"\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n", keep=keep, errors_only=True)
+        assert (parser.status, parser.headers) == (503, {"retry-after": "7"}), status_line
+    ok = parse(b"HTTP/1.1 200\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n", keep=keep, errors_only=True)
+    assert (ok.status, ok.headers) == (200, {})
+
+
+def test_an_interim_answer_s_headers_are_not_the_final_answer_s() -> None:
+    parser = parse(b"HTTP/1.1 100 Continue\r\nRetry-After: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                   keep=frozenset({"retry-after"}))
+    assert (parser.status, parser.headers, bytes(parser.body)) == (200, {}, b"ok")
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end",
+    b"HTTP/1.0 200 OK\r\n\r\nuntil the end",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nuntil the end",  # chunked not last: read to the end
+])
+def test_the_end_of_the_connection_ends_a_body_sent_without_a_length(answer: bytes) -> None:
+    parser = parse(answer)
+    assert not parser.done, "the body may go on until the connection ends"
+    parser.feed(b"")
+    assert (parser.done, parser.status, bytes(parser.body), parser.should_keep_alive()) == (True, 200, b"until the end",
+                                                                                            False)
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nabc",
+    b"HTTP/1.1 200 OK\r\nContent-Le",
+    b"HTTP/1.1 20",
+])
+def test_the_end_of_the_connection_inside_an_answer_is_a_parse_error(answer: bytes) -> None:
+    parser = parse(answer)
+    with pytest.raises(HTTPParseError):
+        parser.feed(b"")
+    assert not parser.done
+
+
+def test_the_end_of_the_connection_before_any_answer_or_after_one_is_no_error() -> None:
+    nothing = parse(b"")
+    assert not nothing.began and not nothing.done  # wire.http: closed before an answer (a stale connection)
+    whole = parse(ANSWER, b"")
+    assert (whole.done, whole.status) == (True, 201)
+
+
+def test_not_http_and_an_upgrade_are_parse_errors() -> None:
+    with pytest.raises(HTTPParseError):
+        parse(b"NOT HTTP AT ALL\r\n\r\n")
+    with pytest.raises(HTTPParseError):
+        parse(b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
+
+
+def test_bytes_after_a_complete_answer_leave_it_standing_and_mark_the_connection() -> None:
+    parser = parse(ANSWER + ANSWER.replace(b"201 Created", b"500 Oops"))
+    assert (parser.done, parser.status, bytes(parser.body), parser.trailing) == (True, 201, b"hello", True)
+    closed = parse(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+    assert closed.done and not closed.should_keep_alive()
+    try:  # wire.http keeps the complete answer either way and does not reuse the connection
+        closed.feed(b"HTTP/1.1 200 OK\r\n\r\n")
+    except HTTPParseError:
+        pass
+    assert (closed.status, bytes(closed.body)) == (200, b"ok")
 
 
 # --- a header that is not UTF-8 -----------------------------------------------------------------
-# geventhttpclient < 2.5 decoded header text as UTF-8 in C and crashed the process (SIGSEGV) on a
-# byte like \xe9. Each case runs in its own interpreter, so a crash fails that case and names the
-# signal instead of killing the test run.
+# The parser before httptools (geventhttpclient < 2.5) decoded header text as UTF-8 in C and crashed the
+# process (SIGSEGV) on a byte like \xe9. Each case runs in its own interpreter, so a crash fails that case
+# and names the signal instead of killing the test run.
 
 LATIN1_ANSWER = b"HTTP/1.1 200 OK\r\nX-Name: caf\xe9\r\nContent-Length: 2\r\n\r\nok"
 LATIN1_LINE = (LATIN1_ANSWER.index(b"X-Name"), LATIN1_ANSWER.index(b"\r\n", LATIN1_ANSWER.index(b"X-Name")) + 2)

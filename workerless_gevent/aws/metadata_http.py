@@ -13,10 +13,9 @@ import urllib.parse
 from collections.abc import Mapping
 
 import gevent.socket
-from geventhttpclient._parser import HTTPParseError
 
 from ..wire.http import Connections, host_header, tls_context
-from ..wire.parsing import Reply
+from ..wire.parsing import HTTPParseError, Reply
 
 
 class Unanswered(Exception):

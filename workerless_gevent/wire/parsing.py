@@ -1,13 +1,26 @@
-"""Reading one HTTP answer with geventhttpclient's C (llhttp) parser: the status, only the headers the
-caller names, and the body when wanted; interim 1xx answers skipped, bytes after the answer noticed."""
+"""Reading one HTTP answer with httptools' binding of llhttp (the C parser Node.js uses): the status,
+only the headers the caller names, and the body when wanted; interim 1xx answers skipped, bytes
+after the answer noticed.
+
+httptools looks its callbacks up once per parser and hands over each header whole, once; the
+binding before it (geventhttpclient's) looked each one up by name at every call and called twice
+per header, a seventh of a message's instructions. httptools has no `llhttp_finish`, so the end of
+the connection is judged here as llhttp would judge it: it ends a body sent without a length, and
+any other answer it cuts short is an `HTTPParseError`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from http.client import HTTPException
 
-from geventhttpclient._parser import HTTPResponseParser
+from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
 
-_ignore = set[str]().discard  # a C callable that takes one argument and returns None
+LENGTH = b"content-length"
+CODINGS = b"transfer-encoding"
+
+
+class HTTPParseError(HTTPException):
+    """Not HTTP, or an answer that broke off where it could not end."""
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass sets each field through object.__setattr__, per answer
@@ -17,70 +30,83 @@ class Reply:
     body: bytes
 
 
-class ReplyParser(HTTPResponseParser):
+class ReplyParser:
     """llhttp's callbacks, keeping the status, the named headers and (optionally) the body.
 
     One is made per answer, so what does not change is kept on the class."""
 
     began = False
     done = False  # the final (non-1xx) answer is complete
-    status = 0  # its status: get_code() moves on to any answer that comes after it
+    status = 0  # its status: the parser moves on to any answer that comes after it
     trailing = False  # bytes came after it
-    _field = ""
-    _in_value = True
-    _kept: str | None = None
-    _skipping = False
+    alive = False  # the connection may carry the next exchange
+    _headers_complete = False
+    _length_known = False  # Content-Length, or chunked last: this answer does not end with the connection
+    _keep: bool | None = None  # headers are kept for this answer's status; None until its first header
 
     def __init__(self, keep_headers: frozenset[str], keep_body: bool, keep_headers_of_errors_only: bool = False) -> None:
-        super().__init__()
         self.keep_headers = keep_headers
         self.keep_body = keep_body
         self.keep_headers_of_errors_only = keep_headers_of_errors_only
         self.headers: dict[str, str] = {}
         self.body = bytearray()
+        self.parser = HttpResponseParser(self)
 
-    def _on_message_begin(self) -> None:
+    def feed(self, data: bytes) -> None:
+        """Parse the next bytes read; empty bytes are the end of the connection."""
+        if not data:
+            self._end_of_connection()
+            return
+        try:
+            self.parser.feed_data(data)
+        except (HttpParserError, HttpParserUpgrade) as error:  # an upgrade (101) is not an answer we can use
+            raise HTTPParseError(f"{type(error).__name__}: {error}") from None
+
+    def should_keep_alive(self) -> bool:
+        return self.alive
+
+    def _end_of_connection(self) -> None:
+        if not self.began or self.done:
+            return
+        if self._headers_complete and not self._length_known:  # a body that ends with the connection
+            self.done = True
+            self.status = self.parser.get_status_code()
+            return
+        raise HTTPParseError("the connection ended inside the answer")
+
+    def on_message_begin(self) -> None:
         if self.done:
             self.trailing = True  # and the answer we have stays as it is
             return
         self.began = True
         self.headers.clear()  # an interim 1xx answer's headers are not the final answer's
-        if self._skipping:
-            del self._on_header_field, self._on_header_value
-            self._skipping = False
+        self._headers_complete = self._length_known = False
+        self._keep = None
 
-    def _on_status(self, text: str) -> None:
-        # llhttp calls back twice per header: when none is wanted, a C no-op takes those calls.
-        if not self.keep_headers or (self.keep_headers_of_errors_only and 200 <= self.get_code() < 300):
-            self.__dict__.update(_on_header_field=_ignore, _on_header_value=_ignore)
-            self._skipping = True
-
-    def _on_header_field(self, text: str) -> None:
-        # llhttp may hand over a name or a value in pieces when it spans two reads.
-        self._field = text if self._in_value else self._field + text
-        self._in_value = False
-
-    def _on_header_value(self, text: str) -> None:
-        if not self._in_value:
-            self._in_value = True
-            name = self._field.lower()
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) == 14 or len(name) == 17:  # the two names that say how the body is delimited
+            lowered = name.lower()
+            if lowered == LENGTH or (lowered == CODINGS and value.rstrip(b" \t").lower().endswith(b"chunked")):
+                self._length_known = True
+        if self._keep is None:
+            code = self.parser.get_status_code()
+            self._keep = bool(self.keep_headers) and not (self.keep_headers_of_errors_only and 200 <= code < 300)
+        if self._keep and not self.trailing:
+            key = name.decode("latin-1").lower()
             # The first of a repeated header counts, as with Retry-After in most clients.
-            wanted = name in self.keep_headers and name not in self.headers and not self.trailing
-            self._kept = name if wanted else None
-            if self._kept is not None:
-                self.headers[self._kept] = text
-        elif self._kept is not None:
-            self.headers[self._kept] += text
+            if key in self.keep_headers and key not in self.headers:
+                self.headers[key] = value.decode("latin-1")
 
-    def _on_headers_complete(self) -> bool:
-        self._in_value = True
-        return False  # a body follows when the headers say so
+    def on_headers_complete(self) -> None:
+        self._headers_complete = True
 
-    def _on_body(self, data: bytes) -> None:
+    def on_body(self, data: bytes) -> None:
         if self.keep_body and not self.trailing:
             self.body += data
 
-    def _on_message_complete(self) -> None:
-        if self.get_code() >= 200 and not self.done:
+    def on_message_complete(self) -> None:
+        code = self.parser.get_status_code()
+        if code >= 200 and not self.done:
             self.done = True
-            self.status = self.get_code()
+            self.status = code
+            self.alive = self.parser.should_keep_alive()
