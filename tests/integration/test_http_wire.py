@@ -9,6 +9,7 @@ client closed.
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import ssl
@@ -306,7 +307,9 @@ def test_a_body_without_length_ends_at_eof_and_the_connection_is_not_reused(
 
 @pytest.mark.parametrize("answer", [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf",
                                     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
-                                    b"HTTP/1.1 200 OK\r\nContent-Le"], ids=["short-body", "short-chunk", "short-head"])
+                                    b"HTTP/1.1 200 OK\r\nContent-Le", b"HTTP/1.1 100 Continue\r\n\r\n",
+                                    b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\n\r\n"],
+                         ids=["short-body", "short-chunk", "short-head", "interim-only", "hints-only"])
 def test_an_answer_cut_short_by_eof_is_an_error_not_a_short_body(
     serve: Callable[..., RawServer], pool: Callable[..., Connections], answer: bytes
 ) -> None:
@@ -834,3 +837,38 @@ def test_a_connection_idle_past_keepalive_idle_is_closed_not_reused(
     assert connections.exchange(request("idle")).status == 200
     assert len(server.peers) == 2 and idle.fileno() == -1  # a new connection; the idle one was closed
     wait_until(lambda: server.peers[0].eof, 2, message="the server never saw the idle connection close")
+
+
+@pytest.mark.parametrize("answer", [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", b"not HTTP\r\n\r\n", b""],
+                         ids=["cut-short", "garbage", "closed-before-an-answer"])
+def test_a_failed_exchange_leaves_nothing_to_the_cyclic_collector(
+    serve: Callable[..., RawServer], pool: Callable[..., Connections], answer: bytes
+) -> None:
+    # httptools' parser and wire.parsing.ReplyParser hold each other until the exchange lets the parser go,
+    # which it does on every path: a cycle per failed exchange would pile up at high concurrency.
+    def fail(peer: Peer, request: bytes) -> None:
+        if answer:
+            peer.send(answer)
+        peer.close()
+
+    server = serve(fail)
+    connections = pool(server.port)
+    failures: list[str] = []
+
+    def exchange() -> None:
+        try:
+            connections.exchange(request())
+        except (HTTPException, OSError) as error:
+            failures.append(type(error).__name__)
+
+    exchange()  # the first one's lazy set-up (the watchdog) out of the count
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(20):
+            exchange()
+        left = gc.collect()
+    finally:
+        gc.enable()
+    assert len(failures) == 21, failures
+    assert left == 0, f"{left} objects in cycles after 20 failed exchanges ({failures[-1]})"

@@ -182,6 +182,8 @@ def test_an_interim_answer_s_headers_are_not_the_final_answer_s() -> None:
     b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end",
     b"HTTP/1.0 200 OK\r\n\r\nuntil the end",
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nuntil the end",  # chunked not last: read to the end
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\nuntil the end",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: xchunked\r\n\r\nuntil the end",
 ])
 def test_the_end_of_the_connection_ends_a_body_sent_without_a_length(answer: bytes) -> None:
     parser = parse(answer)
@@ -196,6 +198,9 @@ def test_the_end_of_the_connection_ends_a_body_sent_without_a_length(answer: byt
     b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nabc",
     b"HTTP/1.1 200 OK\r\nContent-Le",
     b"HTTP/1.1 20",
+    b"HTTP/1.1 100 Continue\r\n\r\n",  # an interim answer is not the answer
+    b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\n\r\n",
+    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nab",
 ])
 def test_the_end_of_the_connection_inside_an_answer_is_a_parse_error(answer: bytes) -> None:
     parser = parse(answer)
@@ -294,6 +299,21 @@ def test_a_non_utf8_header_split_anywhere_gives_what_the_whole_answer_gives(
     outcome = feed_in_a_child(keep, cut)
     assert not outcome.startswith("crash"), f"{describe(keep, cut)}: {outcome}"
     assert outcome == whole_outcomes[keep], f"{describe(keep, cut)}: {outcome!r}, whole: {whole_outcomes[keep]!r}"
+
+
+def test_bytes_after_a_complete_answer_are_not_looked_at_even_in_the_same_read() -> None:
+    parser = parse(b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200 OK\r\nRetry-After: 5\r\nContent-Length: 0\r\n\r\n",
+                   keep=frozenset({"retry-after"}))
+    assert (parser.done, parser.status, parser.headers, parser.trailing) == (True, 204, {}, True)
+
+
+def test_an_exception_in_a_callback_is_raised_as_itself_not_as_a_parse_error() -> None:
+    class Failing(ReplyParser):
+        def on_body(self, data: bytes) -> None:
+            raise RuntimeError("a bug in a callback")
+
+    with pytest.raises(RuntimeError, match="a bug in a callback"):
+        Failing(frozenset(), True).feed(ANSWER)
 
 
 def test_a_finished_reply_parser_is_freed_without_the_cyclic_collector() -> None:

@@ -155,6 +155,7 @@ class Connections:
             raise
         finally:
             del self.watched[sock]
+            parser.release()  # on every path: a parser kept would be a cycle for the collector
         if parser.trailing or not parser.should_keep_alive() or self.closed:
             sock.close()
         else:

@@ -11,14 +11,15 @@ any other answer it cuts short is an `HTTPParseError`.
 httptools' parser holds its protocol's bound methods, and the protocol here holds the parser: a cycle,
 which only the cyclic collector would free. At c=1,000 that left a thousand parsers at a time to its
 older generations (the process tree 17 MB larger, the CPU a message up a tenth), so the parser is let go
-as soon as the final answer is complete."""
+as soon as the final answer is complete, and by `release` (wire.http, at the end of every exchange) when it
+never is."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from http.client import HTTPException
 
-from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
+from httptools import HttpParserCallbackError, HttpParserError, HttpParserUpgrade, HttpResponseParser
 
 LENGTH = b"content-length"
 CODINGS = b"transfer-encoding"
@@ -45,8 +46,9 @@ class ReplyParser:
     status = 0  # its status: the parser moves on to any answer that comes after it
     trailing = False  # bytes came after it
     alive = False  # the connection may carry the next exchange
-    _headers_complete = False
-    _length_known = False  # Content-Length, or chunked last: this answer does not end with the connection
+    _headers_complete = False  # of the answer under way (not of an interim 1xx one)
+    _sized = False  # it has a Content-Length
+    _chunked = False  # its (last) Transfer-Encoding ends with chunked
     _keep: bool | None = None  # headers are kept for this answer's status; None until its first header
 
     def __init__(self, keep_headers: frozenset[str], keep_body: bool, keep_headers_of_errors_only: bool = False) -> None:
@@ -68,8 +70,16 @@ class ReplyParser:
             return
         try:
             parser.feed_data(data)
+        except HttpParserCallbackError as error:  # one of the callbacks below raised: that, not a parse error
+            if error.__context__ is None:
+                raise HTTPParseError(f"{type(error).__name__}: {error}") from None
+            raise error.__context__ from None
         except (HttpParserError, HttpParserUpgrade) as error:  # an upgrade (101) is not an answer we can use
             raise HTTPParseError(f"{type(error).__name__}: {error}") from None
+
+    def release(self) -> None:
+        """Let the parser go, whatever state the exchange ended in (it and this object hold each other)."""
+        self.parser = None
 
     def should_keep_alive(self) -> bool:
         return self.alive
@@ -77,7 +87,7 @@ class ReplyParser:
     def _end_of_connection(self, parser: HttpResponseParser) -> None:
         if not self.began:
             return
-        if self._headers_complete and not self._length_known:  # a body that ends with the connection
+        if self._headers_complete and not (self._sized or self._chunked):  # a body that ends with the connection
             self.done = True
             self.status = parser.get_status_code()
             self.parser = None
@@ -87,17 +97,20 @@ class ReplyParser:
     def on_message_begin(self) -> None:
         if self.done:
             self.trailing = True  # and the answer we have stays as it is
+            self._keep = False  # and no header of what follows it is looked at
             return
         self.began = True
         self.headers.clear()  # an interim 1xx answer's headers are not the final answer's
-        self._headers_complete = self._length_known = False
+        self._headers_complete = self._sized = self._chunked = False
         self._keep = None
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(name) == 14 or len(name) == 17:  # the two names that say how the body is delimited
             lowered = name.lower()
-            if lowered == LENGTH or (lowered == CODINGS and value.rstrip(b" \t").lower().endswith(b"chunked")):
-                self._length_known = True
+            if lowered == LENGTH:
+                self._sized = True
+            elif lowered == CODINGS:  # the last coding of the last such line counts, as llhttp has it
+                self._chunked = value.rpartition(b",")[2].strip(b" \t").lower() == b"chunked"
         if self._keep is None:
             assert self.parser is not None  # it is parsing
             code = self.parser.get_status_code()
@@ -120,7 +133,9 @@ class ReplyParser:
         if parser is None:  # an answer after the final one, in the same read
             return
         code = parser.get_status_code()
-        if code >= 200:
+        if code < 200:  # an interim answer: the end of the connection after it cuts the final one short
+            self._headers_complete = False
+        else:
             self.done = True
             self.status = code
             self.alive = parser.should_keep_alive()
