@@ -9,7 +9,6 @@ client closed.
 
 from __future__ import annotations
 
-import gc
 import os
 import socket
 import ssl
@@ -24,8 +23,10 @@ import gevent.event
 import gevent.socket
 import pytest
 from gevent.server import StreamServer
+from httptools import HttpResponseParser
 
 from tests.support import wait_until
+from tests.support.collector import left_in_cycles
 from tests.support.moto import free_port
 from tests.support.raw_http import read_request
 from tests.support.tls import self_signed_certificate
@@ -862,13 +863,11 @@ def test_a_failed_exchange_leaves_nothing_to_the_cyclic_collector(
             failures.append(type(error).__name__)
 
     exchange()  # the first one's lazy set-up (the watchdog) out of the count
-    gc.collect()
-    gc.disable()
-    try:
+
+    def twenty() -> None:
         for _ in range(20):
             exchange()
-        left = gc.collect()
-    finally:
-        gc.enable()
+
+    left = left_in_cycles(twenty, ReplyParser, HttpResponseParser)
     assert len(failures) == 21, failures
-    assert left == 0, f"{left} objects in cycles after 20 failed exchanges ({failures[-1]})"
+    assert not left, f"{len(left)} parsers in cycles after 20 failed exchanges ({failures[-1]})"

@@ -12,7 +12,6 @@ to >=0.6.4,<1).
 
 from __future__ import annotations
 
-import gc
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 import httptools
 import pytest
 
+from tests.support.collector import left_in_cycles
 from workerless_gevent.wire.parsing import HTTPParseError, ReplyParser
 
 VERSION = version("httptools")
@@ -320,14 +320,10 @@ def test_a_finished_reply_parser_is_freed_without_the_cyclic_collector() -> None
     # httptools' parser holds the ReplyParser's bound methods; a ReplyParser that kept its parser would be a
     # cycle, left to the collector's older generations at high concurrency (the tree grew by 17 MB at c=1,000).
     answers = [ANSWER, b"HTTP/1.1 100 Continue\r\n\r\n" + ANSWER + ANSWER, b"HTTP/1.0 200 OK\r\n\r\nto the end"]
-    gc.collect()
-    gc.disable()
-    try:
+
+    def parse_all() -> None:
         for answer in answers * 50:
-            parser = parse(answer, b"")
-            assert parser.done
-            del parser
-        left = gc.collect()
-    finally:
-        gc.enable()
-    assert left == 0, f"{left} objects in cycles after 150 complete answers"
+            assert parse(answer, b"").done
+
+    left = left_in_cycles(parse_all, ReplyParser, httptools.HttpResponseParser)
+    assert not left, f"{len(left)} parsers in cycles after 150 complete answers"
