@@ -10,9 +10,9 @@ any other answer it cuts short is an `HTTPParseError`.
 
 httptools' parser holds its protocol's bound methods, and the protocol here holds the parser: a cycle,
 which only the cyclic collector would free. At c=1,000 that left a thousand parsers at a time to its
-older generations (the process tree 17 MB larger, the CPU a message up a tenth), so the parser is let go
-as soon as the final answer is complete, and by `release` (wire.http, at the end of every exchange) when it
-never is."""
+older generations (the process tree 17 MB larger, the CPU a message up a tenth), so whoever feeds a
+ReplyParser lets its parser go with `release` once done with it (wire.http: at the end of every exchange,
+whatever its outcome)."""
 
 from __future__ import annotations
 
@@ -57,19 +57,15 @@ class ReplyParser:
         self.keep_headers_of_errors_only = keep_headers_of_errors_only
         self.headers: dict[str, str] = {}
         self.body = bytearray()
-        self.parser: HttpResponseParser | None = HttpResponseParser(self)
+        self.parser = HttpResponseParser(self)
 
     def feed(self, data: bytes) -> None:
-        """Parse the next bytes read; empty bytes are the end of the connection."""
-        parser = self.parser
-        if parser is None:  # the answer is complete: what comes after it only makes the connection unusable
-            self.trailing = self.trailing or bool(data)
-            return
+        """Parse the next bytes read; empty bytes are the end of the connection. Not after `release`."""
         if not data:
-            self._end_of_connection(parser)
+            self._end_of_connection()
             return
         try:
-            parser.feed_data(data)
+            self.parser.feed_data(data)
         except HttpParserCallbackError as error:  # one of the callbacks below raised: that, not a parse error
             if error.__context__ is None:
                 raise HTTPParseError(f"{type(error).__name__}: {error}") from None
@@ -79,18 +75,17 @@ class ReplyParser:
 
     def release(self) -> None:
         """Let the parser go, whatever state the exchange ended in (it and this object hold each other)."""
-        self.parser = None
+        del self.parser
 
     def should_keep_alive(self) -> bool:
         return self.alive
 
-    def _end_of_connection(self, parser: HttpResponseParser) -> None:
-        if not self.began:
+    def _end_of_connection(self) -> None:
+        if not self.began or self.done:
             return
         if self._headers_complete and not (self._sized or self._chunked):  # a body that ends with the connection
             self.done = True
-            self.status = parser.get_status_code()
-            self.parser = None
+            self.status = self.parser.get_status_code()
             return
         raise HTTPParseError("the connection ended inside the answer")
 
@@ -112,7 +107,6 @@ class ReplyParser:
             elif lowered == CODINGS:  # the last coding of the last such line counts, as llhttp has it
                 self._chunked = value.rpartition(b",")[2].strip(b" \t").lower() == b"chunked"
         if self._keep is None:
-            assert self.parser is not None  # it is parsing
             code = self.parser.get_status_code()
             self._keep = bool(self.keep_headers) and not (self.keep_headers_of_errors_only and 200 <= code < 300)
         if self._keep and not self.trailing:
@@ -129,14 +123,12 @@ class ReplyParser:
             self.body += data
 
     def on_message_complete(self) -> None:
-        parser = self.parser
-        if parser is None:  # an answer after the final one, in the same read
+        if self.done:  # an answer after the final one
             return
-        code = parser.get_status_code()
+        code = self.parser.get_status_code()
         if code < 200:  # an interim answer: the end of the connection after it cuts the final one short
             self._headers_complete = False
         else:
             self.done = True
             self.status = code
-            self.alive = parser.should_keep_alive()
-            self.parser = None  # the feed under way keeps it alive to its end
+            self.alive = self.parser.should_keep_alive()
