@@ -1,7 +1,8 @@
 """The daemon's tracing: the SDK's tracer provider for its sampler, id generator and resource from the
 standard OTEL_* variables (service.name `workerless` unless they name one; OTEL_SDK_DISABLED samples
 nothing), its span limits, the OTLP/HTTP exporter (endpoint, headers, timeout and compression from
-OTEL_EXPORTER_OTLP_*), and the bounded buffer of `export.py` in place of the SDK's batching thread."""
+OTEL_EXPORTER_OTLP_*) with its encoding step specialised for delivery spans (`encoding.py`), and the bounded
+buffer of `export.py` in place of the SDK's batching thread."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 import os
 from dataclasses import dataclass
 
+from opentelemetry.exporter.otlp.proto.http import trace_exporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
@@ -18,6 +20,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from .. import __version__
 from ..config.model import Config
+from . import encoding
 from .export import Count, SpanBuffer
 from .spans import TraceIds, Tracing
 
@@ -51,6 +54,7 @@ def build_tracing(config: Config, count: Count) -> TracingParts:
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE}))
     resource = FixedResource(resource)
     tracing = config.tracing
+    encoding.install(trace_exporter)
     buffer = SpanBuffer(OTLPSpanExporter(), count, max_queue_size=tracing.max_queue_size,
                         batch_size=tracing.max_export_batch_size, delay_seconds=tracing.schedule_delay_seconds,
                         report_seconds=config.metrics_interval)

@@ -1,0 +1,128 @@
+"""tracing/encoding.py against the SDK's own `encode_spans`: every span the daemon makes (and the shapes it
+leaves to the SDK) serialises to the same bytes, and the installed exporter looks the encoder up where
+`install` points it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+
+from opentelemetry.context import Context  # noqa: E402
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as sdk_encode_spans  # noqa: E402
+from opentelemetry.exporter.otlp.proto.http import trace_exporter  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits  # noqa: E402
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator  # noqa: E402
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, Sampler, SamplingResult  # noqa: E402
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope  # noqa: E402
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState  # noqa: E402
+from opentelemetry.util.types import Attributes  # noqa: E402
+
+from workerless_gevent.message import Message  # noqa: E402
+from workerless_gevent.targets import Outcome, Result  # noqa: E402
+from workerless_gevent.tracing import encoding  # noqa: E402
+from workerless_gevent.tracing.spans import Tracing  # noqa: E402
+
+PRODUCER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+XRAY = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+RESOURCE = Resource.create({"service.name": "orders-worker"})
+SCOPE = InstrumentationScope("workerless", "1.2.3")
+FAILED = Outcome(Result.FAILURE, "HTTP 500", "the app answered HTTP 500", status=500)
+DONE = Outcome(Result.SUCCESS, "", "", status=200)
+
+
+class Marking(Sampler):
+    """Samples, and adds a trace state and attributes of its own, as a custom sampler may."""
+
+    def __init__(self, attributes: dict[str, object]) -> None:
+        self.attributes = attributes
+
+    def should_sample(self, parent_context: Context | None, trace_id: int, name: str, kind: SpanKind | None = None,
+                      attributes: Attributes = None, links: Sequence[Link] | None = None,
+                      trace_state: object = None) -> SamplingResult:
+        return SamplingResult(Decision.RECORD_AND_SAMPLE, self.attributes,  # type: ignore[arg-type]
+                              TraceState([("vendor", "a1"), ("other", "b2")]))
+
+    def get_description(self) -> str:
+        return "Marking"
+
+
+def message(message_id: str, traceparent: str | None = None, xray: str | None = None) -> Message:
+    attributes = {"ApproximateReceiveCount": "3", "SentTimestamp": "1700000000000"}
+    if xray:
+        attributes["AWSTraceHeader"] = xray
+    message_attributes = {"traceparent": {"DataType": "String", "StringValue": traceparent}} if traceparent else {}
+    return Message(queue="orders", message_id=message_id, receipt_handle="r", body="{}", md5_of_body="",
+                   attributes=attributes, message_attributes=message_attributes, received_at=0.0, visible_until=0.0)
+
+
+def deliveries(sampler: Sampler = ALWAYS_ON, limits: SpanLimits | None = None) -> list[ReadableSpan]:
+    """The daemon's spans, made as the slots and the settler make them: every shape a delivery has."""
+    exported: list[ReadableSpan] = []
+    made = Tracing(sampler, RandomIdGenerator(), RESOURCE, SCOPE, limits or SpanLimits(), exported.append)
+    for sent, outcome in ((message("a", PRODUCER), DONE), (message("b"), DONE), (message("c", xray=XRAY), DONE),
+                          (message("d", PRODUCER), FAILED)):
+        delivery = made.start("orders", "default", [sent], is_batch=False)
+        if outcome is FAILED:
+            made.note(sent, "retry scheduled", {"workerless.retry_in_seconds": 30})
+            made.note(sent, "dead letter sent", {"workerless.dead_letter_queue": "orders-dlq"})
+        made.finish(delivery, [outcome])
+    records = [message("e", PRODUCER), message("f"), message("g", xray=XRAY)]
+    made.finish(made.start("orders", "resize", records, is_batch=True), [DONE, FAILED, DONE])
+    return exported
+
+
+def assert_same_bytes(spans: Sequence[ReadableSpan]) -> None:
+    assert encoding.encode_spans(spans).SerializePartialToString() == \
+        sdk_encode_spans(spans).SerializePartialToString()
+
+
+@pytest.mark.parametrize("spans", [
+    pytest.param(deliveries(), id="deliveries"),
+    pytest.param(deliveries(Marking({"sampled.by": "rule-7", "sampled.kept": True, "sampled.ratio": 0.25})),
+                 id="a-samplers-trace-state-and-attributes"),
+    pytest.param(deliveries(limits=SpanLimits(max_span_attribute_length=4, max_span_attributes=3, max_events=1,
+                                              max_links=1)), id="limits-dropping"),
+    pytest.param(deliveries()[:1], id="one-span"),
+])
+def test_the_daemons_spans_are_encoded_in_place_to_the_sdks_bytes(spans: list[ReadableSpan]) -> None:
+    assert encoding.specialised(spans) is not None
+    assert_same_bytes(spans)
+
+
+def span(resource: Resource = RESOURCE, attributes: dict[str, object] | None = None,
+         parent: SpanContext | None = None) -> ReadableSpan:
+    context = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0x53995C3F42CD8AD8, False, TraceFlags(1))
+    return ReadableSpan("orders process", context, parent, resource, attributes or {"a": "b"},  # type: ignore[arg-type]
+                        [Event("e", {"n": 1}, 5)], [Link(context, {"l": "x"})], SpanKind.CONSUMER,
+                        status=Status(StatusCode.OK), start_time=1, end_time=2, instrumentation_scope=SCOPE)
+
+
+def test_a_parent_in_this_process_is_flagged_as_not_remote() -> None:
+    local = SpanContext(1, 2, False, TraceFlags(1))
+    assert encoding.specialised([span(parent=local)]) is not None
+    assert_same_bytes([span(parent=local)])
+
+
+@pytest.mark.parametrize("spans", [
+    pytest.param([span(), span(Resource.create({"service.name": "other"}))], id="two-resources"),
+    pytest.param([span(attributes={"ids": ["a", "b"]})], id="a-sequence-value"),
+    pytest.param([span(attributes={"raw": b"\x00\x01"})], id="a-bytes-value"),
+    pytest.param([span(attributes={"huge": 2 ** 70})], id="an-int-past-int64"),
+    pytest.param([], id="no-spans"),
+])
+def test_what_is_not_specialised_is_left_to_the_sdk(spans: list[ReadableSpan]) -> None:
+    assert encoding.specialised(spans) is None
+    assert_same_bytes(spans)
+
+
+def test_the_installed_exporter_encodes_here() -> None:
+    try:
+        assert encoding.install(trace_exporter)
+        assert trace_exporter.encode_spans is encoding.encode_spans
+        assert encoding.install(trace_exporter), "installing twice is harmless"
+    finally:
+        setattr(trace_exporter, "encode_spans", encoding.SDK_ENCODE)
