@@ -4,6 +4,7 @@ leaves to the SDK) serialises to the same bytes, and the installed exporter look
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 import pytest
@@ -101,10 +102,23 @@ def span(resource: Resource = RESOURCE, attributes: dict[str, object] | None = N
                         status=Status(StatusCode.OK), start_time=1, end_time=2, instrumentation_scope=SCOPE)
 
 
-def test_a_parent_in_this_process_is_flagged_as_not_remote() -> None:
-    local = SpanContext(1, 2, False, TraceFlags(1))
-    assert encoding.specialised([span(parent=local)]) is not None
-    assert_same_bytes([span(parent=local)])
+def no_status() -> ReadableSpan:
+    return ReadableSpan("n", SpanContext(1, 2, False, TraceFlags(1)), status=None)  # type: ignore[arg-type]
+
+
+def a_mapping_as_trace_state() -> ReadableSpan:
+    return ReadableSpan("n", SpanContext(1, 2, False, TraceFlags(1), {"k": "v"}))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("spans", [
+    pytest.param([span(parent=SpanContext(1, 2, False, TraceFlags(1)))], id="a-parent-in-this-process"),
+    pytest.param([no_status()], id="no-status"),
+    pytest.param([a_mapping_as_trace_state()], id="a-mapping-as-trace-state"),
+    pytest.param(deque([span(), span()]), id="a-deque"),
+])
+def test_other_spans_of_one_resource_and_scope_are_encoded_in_place_too(spans: Sequence[ReadableSpan]) -> None:
+    assert encoding.specialised(spans) is not None
+    assert_same_bytes(spans)
 
 
 @pytest.mark.parametrize("spans", [
@@ -122,7 +136,7 @@ def test_what_is_not_specialised_is_left_to_the_sdk(spans: list[ReadableSpan]) -
 def test_the_installed_exporter_encodes_here() -> None:
     try:
         assert encoding.install(trace_exporter)
-        assert trace_exporter.encode_spans is encoding.encode_spans
+        assert getattr(trace_exporter, "encode_spans") is encoding.encode_spans
         assert encoding.install(trace_exporter), "installing twice is harmless"
     finally:
         setattr(trace_exporter, "encode_spans", encoding.SDK_ENCODE)

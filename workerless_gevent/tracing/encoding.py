@@ -54,17 +54,15 @@ def encode_spans(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
 
 def specialised(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest | None:
     """The request made in place; None for a batch left to the SDK."""
-    if not spans:
+    first = next(iter(spans), None)
+    if first is None or any(span.resource is not first.resource
+                            or span.instrumentation_scope is not first.instrumentation_scope for span in spans):
         return None
-    first = spans[0]
-    if any(span.resource is not first.resource or span.instrumentation_scope is not first.instrumentation_scope
-           for span in spans):
-        return None
-    request = SDK_ENCODE(spans[:1])  # the resource and scope envelope, as the SDK writes it
-    encoded = request.resource_spans[0].scope_spans[0].spans
-    del encoded[:]
-    add = encoded.add
     try:
+        request = SDK_ENCODE([first])  # the resource and scope envelope, as the SDK writes it
+        encoded = request.resource_spans[0].scope_spans[0].spans
+        del encoded[:]
+        add = encoded.add
         for span in spans:
             fill_span(add(), span)
     except (NotSpecialised, ValueError, TypeError):  # ValueError: an int protobuf cannot hold
@@ -80,7 +78,7 @@ def fill_span(encoded: Any, span: ReadableSpan) -> None:
     encoded.trace_id = context.trace_id.to_bytes(16, "big")
     encoded.span_id = context.span_id.to_bytes(8, "big")
     if context.trace_state:
-        encoded.trace_state = context.trace_state.to_header()
+        encoded.trace_state = ",".join(f"{key}={value}" for key, value in context.trace_state.items())
     if parent is not None:
         encoded.parent_span_id = parent.span_id.to_bytes(8, "big")
     encoded.flags = flags_of(parent)
@@ -99,9 +97,10 @@ def fill_span(encoded: Any, span: ReadableSpan) -> None:
                                   dropped_attributes_count=link.dropped_attributes, flags=flags_of(link.context))
         fill_attributes(added.attributes, link.attributes)
     status = span.status
-    encoded.status.code = status.status_code.value  # even 0 writes the status: the SDK always sends one
-    if status.description:
-        encoded.status.message = status.description
+    if status is not None:
+        encoded.status.code = status.status_code.value  # even 0 writes the status, as the SDK does
+        if status.description:
+            encoded.status.message = status.description
     encoded.dropped_attributes_count = span.dropped_attributes
     encoded.dropped_events_count = span.dropped_events
     encoded.dropped_links_count = span.dropped_links
