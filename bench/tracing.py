@@ -6,7 +6,7 @@
            at once; with a 1 % ratio sampler (`ratio1`, traceidratio 0.01: the bench's messages carry no
            parent context, so parent-based or not is the same); every span sampled and the collector down
            (`down`: the endpoint a closed port); and every span sampled to a collector that holds each answer
-           a second (`slow`), in an order that starts one case later each run. Ratios are paired: run i of
+           a second (`slow`), in a shuffled order each run (seeded by the run's number). Ratios are paired: run i of
            a case over run i of `off` (and for `down` and
            `slow`, the rate over run i of `all` too). The CPU per message is
            the daemon's own, from its first delivery to its last (as in every backlog scenario) and from its
@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 from typing import Any
 
@@ -100,11 +101,13 @@ def tracing(bench: Any) -> dict[str, Any]:
             warm = case_run(bench, case, f"tracing-{case}-warmup", messages // 2, import_trace=True)
             imports[case] = warm.get("opentelemetry_modules")
         log(f"  tracing: opentelemetry modules imported: {imports}")
-        cases = list(CASES)
         for index in range(s.runs):
-            # each run starts one case later: in one fixed order `ratio1` always followed `all`, and what a drain
-            # leaves the emulator and the collector to do after it falls on the next
-            for case in cases[index % len(cases):] + cases[:index % len(cases)]:
+            # a new order each run (seeded: the same in every bench run): in one fixed order, or one turned a
+            # place each run, every case always followed the same one (`off` followed `slow`, `ratio1` followed
+            # `all`), and what a drain leaves the machine to do (or not do) after it fell on the same case
+            order = list(CASES)
+            random.Random(index).shuffle(order)
+            for case in order:
                 result = case_run(bench, case, f"tracing-{case}-{index}", messages)
                 log(f"  tracing {case} run {index + 1}: {result['msgs_per_s']:.0f} msg/s, "
                     f"{result['cpu_us_per_msg']:.0f} us CPU/msg ({result['cpu_us_per_msg_to_exit'] or 0:.0f} to exit, "
