@@ -48,15 +48,20 @@ class SpanBuffer:
             self.is_full.set()
 
     def run(self, stopped: gevent.event.Event) -> None:
-        """Export every `delay_seconds`, or as soon as a batch is full, until the daemon has stopped."""
+        """As the SDK's batching: every `delay_seconds` one batch, however few spans it has, and full batches
+        as soon as they are full, until the daemon has stopped. The spans that end while a batch is on its way
+        wait for their batch to fill or for the timer: sent at once, they made a POST of a few spans after every
+        POST, and a POST costs the exporter about as much CPU as encoding eighty spans."""
         while not stopped.is_set():
-            self.is_full.wait(self.delay_seconds)
+            is_timed = not self.is_full.wait(self.delay_seconds)
             self.is_full.clear()
-            self.export_waiting()
+            self.export_waiting(at_least_one=is_timed)
             self.report()
 
-    def export_waiting(self) -> None:
-        while self.spans:
+    def export_waiting(self, at_least_one: bool, is_final: bool = False) -> None:
+        """Full batches; with `at_least_one`, the first batch even if it is not full; at stop, all."""
+        while len(self.spans) >= self.batch_size or (self.spans and (at_least_one or is_final)):
+            at_least_one = False
             batch = [self.spans.popleft() for _ in range(min(self.batch_size, len(self.spans)))]
             if self.exporter.export(batch) is not SpanExportResult.SUCCESS:
                 self.failed += 1
@@ -76,5 +81,5 @@ class SpanBuffer:
     def flush_final(self, timeout_seconds: float) -> None:
         """At stop: what is buffered goes out within `timeout_seconds`, else it is left."""
         with gevent.Timeout(timeout_seconds, False):
-            self.export_waiting()
+            self.export_waiting(at_least_one=True, is_final=True)
         self.report(is_final=True)
