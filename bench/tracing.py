@@ -6,11 +6,11 @@
            at once; with a 1 % ratio sampler (`ratio1`, traceidratio 0.01: the bench's messages carry no
            parent context, so parent-based or not is the same); every span sampled and the collector down
            (`down`: the endpoint a closed port); and every span sampled to a collector that holds each answer
-           a second (`slow`), in a shuffled order each run (seeded by the run's number). Ratios are paired: run i of
-           a case over run i of `off` (and for `down` and
-           `slow`, the rate over run i of `all` too). The CPU per message is
-           the daemon's own, from its first delivery to its last (as in every backlog scenario) and from its
-           first delivery to its exit (`to exit`: the last spans' export at the stop included). Spans are
+           a second (`slow`), in a shuffled order each run (seeded by the run's number). Ratios are paired:
+           run i of a case over run i of `off` (and for `down` and `slow`, the rate over run i of `all` too).
+           The CPU per message is the daemon's own, from its first delivery to its last (as in every backlog
+           scenario) and from its first delivery to its exit (`to exit`: the last spans' export at the stop
+           included). Spans are
            counted by the collector (decoded just enough to count them); with every span sampled, the spans
            not received are the delivered messages less the spans the collector took. The span buffer is
            set by SPAN_BUFFER below (OTEL_BSP_*). The warm-up drains run with PYTHONPROFILEIMPORTTIME, and

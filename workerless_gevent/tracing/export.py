@@ -58,7 +58,7 @@ class SpanBuffer:
             self.export_waiting(at_least_one=is_timed)
             self.report()
 
-    def export_waiting(self, at_least_one: bool, is_final: bool = False) -> None:
+    def export_waiting(self, at_least_one: bool = False, is_final: bool = False) -> None:
         """Full batches; with `at_least_one`, the first batch even if it is not full; at stop, all."""
         while len(self.spans) >= self.batch_size or (self.spans and (at_least_one or is_final)):
             at_least_one = False
@@ -81,5 +81,5 @@ class SpanBuffer:
     def flush_final(self, timeout_seconds: float) -> None:
         """At stop: what is buffered goes out within `timeout_seconds`, else it is left."""
         with gevent.Timeout(timeout_seconds, False):
-            self.export_waiting(at_least_one=True, is_final=True)
+            self.export_waiting(is_final=True)
         self.report(is_final=True)
