@@ -27,6 +27,8 @@ from workerless_gevent.targets import Outcome, Result  # noqa: E402
 from workerless_gevent.tracing import encoding  # noqa: E402
 from workerless_gevent.tracing.spans import Tracing  # noqa: E402
 
+from tests.unit.sqs_messages import make_message, string_attribute  # noqa: E402
+
 PRODUCER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 XRAY = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 RESOURCE = Resource.create({"service.name": "orders-worker"})
@@ -52,12 +54,9 @@ class Marking(Sampler):
 
 
 def message(message_id: str, traceparent: str | None = None, xray: str | None = None) -> Message:
-    attributes = {"ApproximateReceiveCount": "3", "SentTimestamp": "1700000000000"}
-    if xray:
-        attributes["AWSTraceHeader"] = xray
-    message_attributes = {"traceparent": {"DataType": "String", "StringValue": traceparent}} if traceparent else {}
-    return Message(queue="orders", message_id=message_id, receipt_handle="r", body="{}", md5_of_body="",
-                   attributes=attributes, message_attributes=message_attributes, received_at=0.0, visible_until=0.0)
+    return make_message("orders", message_id=message_id, receive_count=3,
+                        attributes={"AWSTraceHeader": xray} if xray else None,
+                        message_attributes={"traceparent": string_attribute(traceparent)} if traceparent else None)
 
 
 def deliveries(sampler: Sampler = ALWAYS_ON, limits: SpanLimits | None = None) -> list[ReadableSpan]:
