@@ -25,7 +25,7 @@ from opentelemetry.util.types import Attributes  # noqa: E402
 from workerless_gevent.message import Message  # noqa: E402
 from workerless_gevent.targets import Outcome, Result  # noqa: E402
 from workerless_gevent.tracing import encoding  # noqa: E402
-from workerless_gevent.tracing.spans import Tracing  # noqa: E402
+from workerless_gevent.tracing.spans import REPEATING, Tracing  # noqa: E402
 
 from tests.unit.sqs_messages import make_message, string_attribute  # noqa: E402
 
@@ -35,6 +35,7 @@ RESOURCE = Resource.create({"service.name": "orders-worker"})
 SCOPE = InstrumentationScope("workerless", "1.2.3")
 FAILED = Outcome(Result.FAILURE, "HTTP 500", "the app answered HTTP 500", status=500)
 DONE = Outcome(Result.SUCCESS, "", "", status=200)
+ENCODER = encoding.SpanEncoder(REPEATING)
 
 
 class Marking(Sampler):
@@ -76,7 +77,7 @@ def deliveries(sampler: Sampler = ALWAYS_ON, limits: SpanLimits | None = None) -
 
 
 def assert_same_bytes(spans: Sequence[ReadableSpan]) -> None:
-    assert encoding.encode_spans(spans).SerializePartialToString() == \
+    assert ENCODER.encode_spans(spans).SerializePartialToString() == \
         sdk_encode_spans(spans).SerializePartialToString()
 
 
@@ -89,7 +90,7 @@ def assert_same_bytes(spans: Sequence[ReadableSpan]) -> None:
     pytest.param(deliveries()[:1], id="one-span"),
 ])
 def test_the_daemons_spans_are_encoded_in_place_to_the_sdks_bytes(spans: list[ReadableSpan]) -> None:
-    assert encoding.specialised(spans) is not None
+    assert ENCODER.specialised(spans) is not None
     assert_same_bytes(spans)
 
 
@@ -116,7 +117,7 @@ def a_mapping_as_trace_state() -> ReadableSpan:
     pytest.param(deque([span(), span()]), id="a-deque"),
 ])
 def test_other_spans_of_one_resource_and_scope_are_encoded_in_place_too(spans: Sequence[ReadableSpan]) -> None:
-    assert encoding.specialised(spans) is not None
+    assert ENCODER.specialised(spans) is not None
     assert_same_bytes(spans)
 
 
@@ -128,14 +129,41 @@ def test_other_spans_of_one_resource_and_scope_are_encoded_in_place_too(spans: S
     pytest.param([], id="no-spans"),
 ])
 def test_what_is_not_specialised_is_left_to_the_sdk(spans: list[ReadableSpan]) -> None:
-    assert encoding.specialised(spans) is None
+    assert ENCODER.specialised(spans) is None
     assert_same_bytes(spans)
 
 
 def test_the_installed_exporter_encodes_here() -> None:
     try:
-        assert encoding.install(trace_exporter)
-        assert getattr(trace_exporter, "encode_spans") is encoding.encode_spans
-        assert encoding.install(trace_exporter), "installing twice is harmless"
+        assert encoding.install(trace_exporter, ENCODER)
+        assert getattr(trace_exporter, "encode_spans") == ENCODER.encode_spans
+        assert encoding.install(trace_exporter, encoding.SpanEncoder(REPEATING)), "installing twice is harmless"
     finally:
         setattr(trace_exporter, "encode_spans", encoding.SDK_ENCODE)
+
+
+def test_repeating_attributes_merged_from_their_serialised_form_keep_their_place_and_kind() -> None:
+    """Values equal as keys but not on the wire (True, 1 and 1.0; 0.0 and -0.0) each keep their own bytes, and a
+    repeating attribute between two others stays between them, in a batch encoded a second time from the cache."""
+    encoder = encoding.SpanEncoder(frozenset({"status", "kept", "ratio"}))
+    shapes: list[dict[str, object]] = [
+        {"status": True, "id": "m-1", "kept": "yes", "wait": 5, "ratio": 0.0},
+        {"status": 1, "id": "m-2", "kept": "yes", "wait": 6, "ratio": -0.0},
+        {"id": "m-3", "status": 1.0, "kept": 1, "ratio": 0.5},
+        {"kept": "yes", "status": "1", "id": "m-4"}]
+    spans = [span(attributes=shape) for shape in shapes]
+    for _ in range(2):
+        assert encoder.specialised(spans) is not None
+        assert encoder.encode_spans(spans).SerializePartialToString() == \
+            sdk_encode_spans(spans).SerializePartialToString()
+    assert ("status", "bool_value", True) in encoder.fragments and ("status", "int_value", 1) in encoder.fragments
+    assert not any(field == "double_value" for _, field, _ in encoder.fragments)
+
+
+def test_the_serialised_attributes_kept_are_bounded() -> None:
+    encoder = encoding.SpanEncoder(frozenset({"messaging.destination.name"}))
+    spans = [span(attributes={"messaging.destination.name": f"queue-{index}"})
+             for index in range(encoding.MAX_FRAGMENTS + 10)]
+    assert encoder.encode_spans(spans).SerializePartialToString() == \
+        sdk_encode_spans(spans).SerializePartialToString()
+    assert 0 < len(encoder.fragments) <= encoding.MAX_FRAGMENTS

@@ -7,8 +7,13 @@ parent, two copies of every span in all; for the daemon's nine-attribute span th
 delivery cost. Filling the request in place, fields set where they live, takes about a third of the time.
 
 The exporter module looks `encode_spans` up by name on every export (the one seam it has kept since 1.30), so
-`install` points that name here. A batch this does not specialise (several resources or scopes, an attribute
-value that is not a str, bool, int or float, a value protobuf refuses) goes to the SDK's own `encode_spans`."""
+`install` points that name at a `SpanEncoder`. A batch this does not specialise (several resources or scopes, an attribute
+value that is not a str, bool, int or float, a value protobuf refuses) goes to the SDK's own `encode_spans`.
+
+An attribute whose value repeats from span to span (the queue, the target, the status: `repeating`) is
+serialised once, by protobuf, as one element of a span's attributes, and merged into each span that has it:
+protobuf merges repeated fields by appending, the same element `add` would have made, in the same place. A
+delivery span has five or six of its nine attributes so, and they were a fifth of its encoding."""
 
 from __future__ import annotations
 
@@ -33,77 +38,117 @@ IS_REMOTE = HAS_IS_REMOTE | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 VALUE_FIELDS = {str: "string_value", bool: "bool_value", int: "int_value", float: "double_value"}
 
 
+MAX_FRAGMENTS = 4096  # serialised repeating attributes kept; past it the cache starts again
+DOUBLE = VALUE_FIELDS[float]  # never cached: -0.0 == 0.0 as a key, yet protobuf writes them apart
+
+
 class NotSpecialised(Exception):
     """This batch is left to the SDK's encoder."""
 
 
-def install(exporter_module: ModuleType) -> bool:
-    """Point the exporter module's `encode_spans` here; False (and the SDK's encoder left) if it has none."""
-    if getattr(exporter_module, "encode_spans", None) not in (SDK_ENCODE, encode_spans):
+def install(exporter_module: ModuleType, encoder: SpanEncoder) -> bool:
+    """Point the exporter module's `encode_spans` at `encoder`; False (and the SDK's encoder left) if it has none."""
+    current = getattr(exporter_module, "encode_spans", None)
+    if current is not SDK_ENCODE and not isinstance(getattr(current, "__self__", None), SpanEncoder):
         logger.info("tracing: this OTLP exporter has no encode_spans to specialise; the SDK's encoder is used")
         return False
-    setattr(exporter_module, "encode_spans", encode_spans)
+    setattr(exporter_module, "encode_spans", encoder.encode_spans)
     return True
 
 
-def encode_spans(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
-    """The request the SDK's `encode_spans` makes of `spans`."""
-    request = specialised(spans)
-    return request if request is not None else SDK_ENCODE(spans)
+class SpanEncoder:
+    """The SDK's `encode_spans`, specialised; it keeps the serialised repeating attributes it has met."""
 
+    def __init__(self, repeating: frozenset[str]) -> None:
+        self.repeating = repeating
+        self.fragments: dict[tuple[str, str, object], bytes] = {}
 
-def specialised(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest | None:
-    """The request made in place; None for a batch left to the SDK."""
-    first = next(iter(spans), None)
-    if first is None or any(span.resource is not first.resource
-                            or span.instrumentation_scope is not first.instrumentation_scope for span in spans):
-        return None
-    try:
-        request = SDK_ENCODE([first])  # the resource and scope envelope, as the SDK writes it
-        encoded = request.resource_spans[0].scope_spans[0].spans
-        del encoded[:]
-        add = encoded.add
-        for span in spans:
-            fill_span(add(), span)
-    except (NotSpecialised, ValueError, TypeError):  # ValueError: an int protobuf cannot hold
-        return None
-    return request
+    def encode_spans(self, spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
+        """The request the SDK's `encode_spans` makes of `spans`."""
+        request = self.specialised(spans)
+        return request if request is not None else SDK_ENCODE(spans)
 
+    def specialised(self, spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest | None:
+        """The request made in place; None for a batch left to the SDK."""
+        first = next(iter(spans), None)
+        if first is None or any(span.resource is not first.resource
+                                or span.instrumentation_scope is not first.instrumentation_scope for span in spans):
+            return None
+        try:
+            request = SDK_ENCODE([first])  # the resource and scope envelope, as the SDK writes it
+            encoded = request.resource_spans[0].scope_spans[0].spans
+            del encoded[:]
+            add = encoded.add
+            for span in spans:
+                self.fill_span(add(), span)
+        except (NotSpecialised, ValueError, TypeError):  # ValueError: an int protobuf cannot hold
+            return None
+        return request
 
-def fill_span(encoded: Any, span: ReadableSpan) -> None:
-    context = span.get_span_context()
-    if context is None:
-        raise NotSpecialised
-    parent = span.parent
-    encoded.trace_id = context.trace_id.to_bytes(16, "big")
-    encoded.span_id = context.span_id.to_bytes(8, "big")
-    if context.trace_state:
-        encoded.trace_state = ",".join(f"{key}={value}" for key, value in context.trace_state.items())
-    if parent is not None:
-        encoded.parent_span_id = parent.span_id.to_bytes(8, "big")
-    encoded.flags = flags_of(parent)
-    encoded.name = span.name
-    encoded.kind = KINDS[span.kind]
-    encoded.start_time_unix_nano = span.start_time or 0
-    encoded.end_time_unix_nano = span.end_time or 0
-    fill_attributes(encoded.attributes, span.attributes)
-    for event in span.events:
-        added = encoded.events.add(name=event.name, time_unix_nano=event.timestamp,
-                                   dropped_attributes_count=event.dropped_attributes)
-        fill_attributes(added.attributes, event.attributes)
-    for link in span.links:
-        added = encoded.links.add(trace_id=link.context.trace_id.to_bytes(16, "big"),
-                                  span_id=link.context.span_id.to_bytes(8, "big"),
-                                  dropped_attributes_count=link.dropped_attributes, flags=flags_of(link.context))
-        fill_attributes(added.attributes, link.attributes)
-    status = span.status
-    if status is not None:
-        encoded.status.code = status.status_code.value  # even 0 writes the status, as the SDK does
-        if status.description:
-            encoded.status.message = status.description
-    encoded.dropped_attributes_count = span.dropped_attributes
-    encoded.dropped_events_count = span.dropped_events
-    encoded.dropped_links_count = span.dropped_links
+    def fill_span(self, encoded: Any, span: ReadableSpan) -> None:
+        context = span.get_span_context()
+        if context is None:
+            raise NotSpecialised
+        parent = span.parent
+        encoded.trace_id = context.trace_id.to_bytes(16, "big")
+        encoded.span_id = context.span_id.to_bytes(8, "big")
+        if context.trace_state:
+            encoded.trace_state = ",".join(f"{key}={value}" for key, value in context.trace_state.items())
+        if parent is not None:
+            encoded.parent_span_id = parent.span_id.to_bytes(8, "big")
+        encoded.flags = flags_of(parent)
+        encoded.name = span.name
+        encoded.kind = KINDS[span.kind]
+        encoded.start_time_unix_nano = span.start_time or 0
+        encoded.end_time_unix_nano = span.end_time or 0
+        if span.attributes:
+            self.fill_span_attributes(encoded, span.attributes)
+        for event in span.events:
+            added = encoded.events.add(name=event.name, time_unix_nano=event.timestamp,
+                                       dropped_attributes_count=event.dropped_attributes)
+            fill_attributes(added.attributes, event.attributes)
+        for link in span.links:
+            added = encoded.links.add(trace_id=link.context.trace_id.to_bytes(16, "big"),
+                                      span_id=link.context.span_id.to_bytes(8, "big"),
+                                      dropped_attributes_count=link.dropped_attributes, flags=flags_of(link.context))
+            fill_attributes(added.attributes, link.attributes)
+        status = span.status
+        if status is not None:
+            encoded.status.code = status.status_code.value  # even 0 writes the status, as the SDK does
+            if status.description:
+                encoded.status.message = status.description
+        encoded.dropped_attributes_count = span.dropped_attributes
+        encoded.dropped_events_count = span.dropped_events
+        encoded.dropped_links_count = span.dropped_links
+
+    def fill_span_attributes(self, encoded: Any, attributes: Mapping[str, Any]) -> None:
+        """The span's attributes in their order: the repeating ones merged from their serialised form (a run of
+        them in one merge), the others added."""
+        merged: list[bytes] = []
+        add = encoded.attributes.add
+        for key, value in attributes.items():
+            field = VALUE_FIELDS.get(type(value))
+            if field is None:
+                raise NotSpecialised
+            if key in self.repeating and field is not DOUBLE:
+                merged.append(self.fragments.get((key, field, value)) or self.fragment(key, field, value))
+                continue
+            if merged:
+                encoded.MergeFromString(b"".join(merged))
+                merged = []
+            setattr(add(key=key).value, field, value)
+        if merged:
+            encoded.MergeFromString(b"".join(merged))
+
+    def fragment(self, key: str, field: str, value: object) -> bytes:
+        """One attribute as protobuf serialises it inside a span."""
+        alone = PB2Span()
+        setattr(alone.attributes.add(key=key).value, field, value)
+        serialised: bytes = alone.SerializeToString()
+        if len(self.fragments) >= MAX_FRAGMENTS:
+            self.fragments.clear()
+        self.fragments[(key, field, value)] = serialised
+        return serialised
 
 
 def fill_attributes(encoded: Any, attributes: Mapping[str, Any] | None) -> None:

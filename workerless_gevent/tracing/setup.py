@@ -22,7 +22,7 @@ from .. import __version__
 from ..config.model import Config
 from . import encoding
 from .export import Count, SpanBuffer
-from .spans import TraceIds, Tracing
+from .spans import REPEATING, TraceIds, Tracing
 
 DEFAULT_SERVICE = "workerless"
 QUIET_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk")  # a collector down: our one WARNING per interval
@@ -54,7 +54,7 @@ def build_tracing(config: Config, count: Count) -> TracingParts:
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE}))
     resource = FixedResource(resource)
     tracing = config.tracing
-    encoding.install(trace_exporter)
+    encoding.install(trace_exporter, encoding.SpanEncoder(REPEATING))
     buffer = SpanBuffer(OTLPSpanExporter(), count, max_queue_size=tracing.max_queue_size,
                         batch_size=tracing.max_export_batch_size, delay_seconds=tracing.schedule_delay_seconds,
                         report_seconds=config.metrics_interval)

@@ -34,6 +34,9 @@ from ..targets import Outcome, Result
 from .context import EMPTY, parent_of, xray_header
 
 SYSTEM = {"messaging.system": "aws_sqs", "messaging.operation.type": "process", "messaging.operation.name": "process"}
+# the attributes whose values repeat from delivery to delivery, which the encoder serialises once (encoding.py)
+REPEATING = frozenset({*SYSTEM, "messaging.destination.name", "workerless.target", "workerless.receive_count",
+                       "http.response.status_code", "error.type"})
 SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
 UNSET = Status(StatusCode.UNSET)
 NO_STATE = TraceState()
