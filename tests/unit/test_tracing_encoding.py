@@ -76,8 +76,8 @@ def deliveries(sampler: Sampler = ALWAYS_ON, limits: SpanLimits | None = None) -
     return exported
 
 
-def assert_same_bytes(spans: Sequence[ReadableSpan]) -> None:
-    assert ENCODER.encode_spans(spans).SerializePartialToString() == \
+def assert_same_bytes(spans: Sequence[ReadableSpan], encoder: encoding.SpanEncoder = ENCODER) -> None:
+    assert encoder.encode_spans(spans).SerializePartialToString() == \
         sdk_encode_spans(spans).SerializePartialToString()
 
 
@@ -95,11 +95,11 @@ def test_the_daemons_spans_are_encoded_in_place_to_the_sdks_bytes(spans: list[Re
 
 
 def span(resource: Resource = RESOURCE, attributes: dict[str, object] | None = None,
-         parent: SpanContext | None = None) -> ReadableSpan:
+         parent: SpanContext | None = None, status: Status = Status(StatusCode.OK)) -> ReadableSpan:
     context = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0x53995C3F42CD8AD8, False, TraceFlags(1))
     return ReadableSpan("orders process", context, parent, resource, attributes or {"a": "b"},  # type: ignore[arg-type]
                         [Event("e", {"n": 1}, 5)], [Link(context, {"l": "x"})], SpanKind.CONSUMER,
-                        status=Status(StatusCode.OK), start_time=1, end_time=2, instrumentation_scope=SCOPE)
+                        status=status, start_time=1, end_time=2, instrumentation_scope=SCOPE)
 
 
 def no_status() -> ReadableSpan:
@@ -142,28 +142,33 @@ def test_the_installed_exporter_encodes_here() -> None:
         setattr(trace_exporter, "encode_spans", encoding.SDK_ENCODE)
 
 
-def test_repeating_attributes_merged_from_their_serialised_form_keep_their_place_and_kind() -> None:
-    """Values equal as keys but not on the wire (True, 1 and 1.0; 0.0 and -0.0) each keep their own bytes, and a
-    repeating attribute between two others stays between them, in a batch encoded a second time from the cache."""
+def test_a_head_merged_from_its_serialised_form_keeps_each_attributes_place_and_kind() -> None:
+    """Values equal as keys but not on the wire (True, 1 and 1.0; 0.0 and -0.0) each keep their own bytes; a
+    repeating attribute after one that does not repeat keeps its place; so in a batch encoded again from the
+    heads kept, with statuses of each code."""
     encoder = encoding.SpanEncoder(frozenset({"status", "kept", "ratio"}))
     shapes: list[dict[str, object]] = [
-        {"status": True, "id": "m-1", "kept": "yes", "wait": 5, "ratio": 0.0},
-        {"status": 1, "id": "m-2", "kept": "yes", "wait": 6, "ratio": -0.0},
-        {"id": "m-3", "status": 1.0, "kept": 1, "ratio": 0.5},
-        {"kept": "yes", "status": "1", "id": "m-4"}]
-    spans = [span(attributes=shape) for shape in shapes]
+        {"status": True, "kept": "yes", "id": "m-1", "wait": 5},
+        {"status": 1, "kept": "yes", "id": "m-2", "wait": 6},
+        {"ratio": 0.0, "status": 1, "id": "m-3"},
+        {"ratio": -0.0, "status": 1, "id": "m-4"},
+        {"id": "m-5", "status": 1.0, "kept": 1},
+        {"kept": "yes", "status": "1"},
+        {}]
+    spans = [span(attributes=shape, status=status) for shape in shapes
+             for status in (Status(StatusCode.OK), Status(StatusCode.ERROR, "HTTP 500"), Status(StatusCode.UNSET))]
     for _ in range(2):
         assert encoder.specialised(spans) is not None
-        assert encoder.encode_spans(spans).SerializePartialToString() == \
-            sdk_encode_spans(spans).SerializePartialToString()
-    assert ("status", "bool_value", True) in encoder.fragments and ("status", "int_value", 1) in encoder.fragments
-    assert not any(field == "double_value" for _, field, _ in encoder.fragments)
+        assert_same_bytes(spans, encoder)
+    leading = [item for head in encoder.heads for item in head[3:]]
+    assert ("status", "bool_value", True) in leading and ("status", "int_value", 1) in leading
+    assert ("kept", "string_value", "yes") in leading and not any(key == "ratio" for key, _, _ in leading)
+    assert not any(key == "status" and field == "double_value" for key, field, _ in leading)
 
 
-def test_the_serialised_attributes_kept_are_bounded() -> None:
+def test_the_serialised_heads_kept_are_bounded() -> None:
     encoder = encoding.SpanEncoder(frozenset({"messaging.destination.name"}))
     spans = [span(attributes={"messaging.destination.name": f"queue-{index}"})
-             for index in range(encoding.MAX_FRAGMENTS + 10)]
-    assert encoder.encode_spans(spans).SerializePartialToString() == \
-        sdk_encode_spans(spans).SerializePartialToString()
-    assert 0 < len(encoder.fragments) <= encoding.MAX_FRAGMENTS
+             for index in range(encoding.MAX_HEADS + 10)]
+    assert_same_bytes(spans, encoder)
+    assert 0 < len(encoder.heads) <= encoding.MAX_HEADS

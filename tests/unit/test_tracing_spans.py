@@ -13,7 +13,8 @@ from opentelemetry.context import Context  # noqa: E402
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits  # noqa: E402
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator  # noqa: E402
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Decision, Sampler, SamplingResult  # noqa: E402
+from opentelemetry.sdk.trace.sampling import (  # noqa: E402
+    ALWAYS_OFF, ALWAYS_ON, Decision, ParentBased, Sampler, SamplingResult, TraceIdRatioBased)
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope  # noqa: E402
 from opentelemetry.trace import Link, SpanKind  # noqa: E402
 from opentelemetry.util.types import Attributes  # noqa: E402
@@ -104,3 +105,33 @@ def test_a_batch_is_one_span_linked_to_each_records_context() -> None:
     assert [format(link.context.span_id, "016x") for link in span.links] == ["b7ad6b7169203331"]
     assert span.attributes is not None and span.attributes["messaging.batch.message_count"] == 2
     assert all(record.trace_headers is None for record in records)
+
+
+class Halving(ParentBased):
+    """A parent-based sampler of its own, which samples no parentless span whatever its root says."""
+
+    def should_sample(self, parent_context: Context | None, trace_id: int, name: str, kind: SpanKind | None = None,
+                      attributes: Attributes = None, links: Sequence[Link] | None = None,
+                      trace_state: object = None) -> SamplingResult:
+        return SamplingResult(Decision.DROP)
+
+
+def test_a_parentless_delivery_is_decided_as_the_parent_based_sampler_decides_it() -> None:
+    """The daemon asks a parent-based sampler's root for a parentless delivery: the same decisions, span by span;
+    a message with a parent still asks the sampler itself; a sampler that decides otherwise is asked itself."""
+    sampler = ParentBased(TraceIdRatioBased(0.5))
+    made, exported = tracing(sampler)
+    decided = []
+    for index in range(200):
+        delivery = made.start("orders", "default", [message(message_id=f"m-{index}")], is_batch=False)
+        expected = sampler.should_sample(Context(), delivery.trace_id, "orders process", SpanKind.CONSUMER)
+        decided.append((delivery.recorded is not None, expected.decision is Decision.RECORD_AND_SAMPLE))
+        made.finish(delivery, [Outcome(Result.SUCCESS, "", "", status=200)])
+    assert all(made_it == expected for made_it, expected in decided)
+    assert 50 < sum(made_it for made_it, _ in decided) < 150
+    made, exported = tracing(ParentBased(ALWAYS_OFF))
+    made.finish(made.start("orders", "default", [message(PRODUCER)], is_batch=False), [])
+    assert len(exported) == 1, "a sampled parent is followed, not the root"
+    made, exported = tracing(Halving(ALWAYS_ON))
+    made.finish(made.start("orders", "default", [message()], is_batch=False), [])
+    assert exported == []

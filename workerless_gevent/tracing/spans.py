@@ -24,7 +24,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits
 from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.sdk.trace.sampling import Decision, Sampler
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
@@ -34,13 +34,16 @@ from ..targets import Outcome, Result
 from .context import EMPTY, parent_of, xray_header
 
 SYSTEM = {"messaging.system": "aws_sqs", "messaging.operation.type": "process", "messaging.operation.name": "process"}
-# the attributes whose values repeat from delivery to delivery, which the encoder serialises once (encoding.py)
+# the attributes whose values repeat from delivery to delivery: a span begins with them, and the encoder
+# serialises them once (encoding.py)
 REPEATING = frozenset({*SYSTEM, "messaging.destination.name", "workerless.target", "workerless.receive_count",
-                       "http.response.status_code", "error.type"})
+                       "messaging.batch.message_count", "http.response.status_code", "workerless.failed_count",
+                       "error.type"})
 SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
 UNSET = Status(StatusCode.UNSET)
 NO_STATE = TraceState()
 NO_LINKS: tuple[Link, ...] = ()  # a delivery of one message
+NO_OUTCOMES: list[Outcome] = []  # read only
 CONSUMER, SAMPLE = SpanKind.CONSUMER, Decision.RECORD_AND_SAMPLE  # module globals: one lookup, not two
 
 Attributes = dict[str, str | int]
@@ -55,7 +58,8 @@ class Recorded:
     parent: SpanContext | None
     links: Sequence[Link]
     started_ns: int
-    attributes: Attributes
+    attributes: Attributes  # those whose values repeat (REPEATING), and at the end the outcome's
+    own: Attributes  # this delivery's own (its message id, its wait) and the sampler's, after them
     is_batch: bool
     events: BoundedList[Event] | None = None
 
@@ -94,12 +98,14 @@ class Tracing:
     def __init__(self, sampler: Sampler, ids: IdGenerator, resource: Resource, scope: InstrumentationScope,
                  limits: SpanLimits, export: Export) -> None:
         self.sampler = sampler
+        self.root_sampler = root_of(sampler)
         self.new_trace_id, self.new_span_id = ids.generate_trace_id, ids.generate_span_id
         self.resource = resource
         self.scope = scope
         self.limits = limits
         self.export = export
         self.names: dict[str, str] = {}
+        self.base_attributes: dict[tuple[str, str], Attributes] = {}  # per queue and target
 
     def start(self, queue: str, target: str, messages: list[Message], is_batch: bool) -> Delivery:
         """The delivery's span, current from now on; each HTTP message gets the headers that carry it."""
@@ -117,19 +123,24 @@ class Tracing:
                 parent = trace.get_current_span(parent_context).get_span_context()
         trace_id = parent.trace_id if parent is not None else self.new_trace_id()
         # The SDK's sampler, as Tracer.start_span asks it (no attributes are known yet); parentless: the empty
-        # context, never the greenlet's, which the daemon does not set.
-        sampling = self.sampler.should_sample(parent_context or EMPTY, trace_id, name, CONSUMER, None, links)
+        # context, never the greenlet's, which the daemon does not set, and a parent-based sampler's root.
+        if parent_context is None:
+            sampling = self.root_sampler.should_sample(EMPTY, trace_id, name, CONSUMER, None, links)
+        else:
+            sampling = self.sampler.should_sample(parent_context, trace_id, name, CONSUMER, None, links)
         span_id = self.new_span_id()
         # Not sampled (most deliveries under a ratio sampler): the ids and no more. RECORD_ONLY too: the SDK's
         # batching exports sampled spans only, and the daemon has no other span processor to record for.
         if sampling.decision is not SAMPLE:
             delivery = Delivery(trace_id, span_id, NOT_SAMPLED, sampling.trace_state or NO_STATE, None)
         else:
-            attributes = attributes_of(queue, target, messages, is_batch)
+            base = self.base_attributes.get((queue, target)) or self.base_attributes.setdefault(
+                (queue, target), {**SYSTEM, "messaging.destination.name": queue, "workerless.target": target})
+            attributes, own = attributes_of(base, messages, is_batch)
             if sampling.attributes:
-                attributes.update(sampling.attributes)
+                own.update(sampling.attributes)
             delivery = Delivery(trace_id, span_id, SAMPLED, sampling.trace_state or NO_STATE,
-                                Recorded(name, parent, links, time.time_ns(), attributes, is_batch))
+                                Recorded(name, parent, links, time.time_ns(), attributes, own, is_batch))
         if not is_batch:
             first.trace_headers = outgoing_headers(delivery, first)
         CURRENT.set(delivery)  # and None at its finish: a slot's greenlet runs one delivery at a time
@@ -147,6 +158,7 @@ class Tracing:
         """The finished span, within the SDK's limits, with what they dropped counted."""
         attributes = recorded.attributes
         status = record_outcomes(attributes, outcomes, recorded.is_batch)
+        attributes.update(recorded.own)
         limits = self.limits
         kept = limited(attributes, limits.max_span_attribute_length, limits.max_span_attributes)
         links = self.bounded_links(recorded.links)
@@ -179,27 +191,44 @@ class Tracing:
         return BoundedList.from_seq(self.limits.max_links, links)
 
 
-def attributes_of(queue: str, target: str, messages: list[Message], is_batch: bool) -> Attributes:
-    attributes: Attributes = {**SYSTEM, "messaging.destination.name": queue, "workerless.target": target}
+def root_of(sampler: Sampler) -> Sampler:
+    """The sampler a parentless span is decided by: a parent-based sampler (the SDK's default) asks its root, so
+    the daemon asks the root itself, once per delivery instead of twice. Any other sampler is its own root."""
+    root = getattr(sampler, "_root", None)
+    if type(sampler).should_sample is ParentBased.should_sample and isinstance(root, Sampler):
+        return root
+    return sampler
+
+
+def attributes_of(base: Attributes, messages: list[Message], is_batch: bool) -> tuple[Attributes, Attributes]:
+    """The delivery's attributes whose values repeat, `base` (the system, the queue and the target) and the receive
+    count or the batch's size; and its own."""
+    attributes = base.copy()
+    own: Attributes = {}
     if is_batch:
         attributes["messaging.batch.message_count"] = len(messages)
         sent = min((at for message in messages if (at := message.sent_at) is not None), default=None)
     else:
         first = messages[0]
-        attributes["messaging.message.id"] = first.message_id
         attributes["workerless.receive_count"] = first.receive_count
+        own["messaging.message.id"] = first.message_id
         sent = first.sent_at
     if sent is not None:  # the oldest message of the delivery: from SQS's SentTimestamp to now
-        attributes["workerless.queue_wait_ms"] = max(0, round((time.time() - sent) * 1000))
-    return attributes
+        own["workerless.queue_wait_ms"] = max(0, round((time.time() - sent) * 1000))
+    return attributes, own
 
 
 def record_outcomes(attributes: Attributes, outcomes: list[Outcome], is_batch: bool) -> Status:
     """The app's status (or the function's error); an ERROR status when a message did not succeed."""
-    statuses = {outcome.status for outcome in outcomes if outcome.status}
-    if len(statuses) == 1:
-        attributes["http.response.status_code"] = statuses.pop()
-    failed = [outcome for outcome in outcomes if outcome.result is not Result.SUCCESS]
+    if len(outcomes) == 1:  # one message: nearly every delivery to an HTTP target
+        if outcomes[0].status:
+            attributes["http.response.status_code"] = outcomes[0].status
+        failed = outcomes if outcomes[0].result is not Result.SUCCESS else NO_OUTCOMES
+    else:
+        statuses = {outcome.status for outcome in outcomes if outcome.status}
+        if len(statuses) == 1:
+            attributes["http.response.status_code"] = statuses.pop()
+        failed = [outcome for outcome in outcomes if outcome.result is not Result.SUCCESS]
     if is_batch:
         attributes["workerless.failed_count"] = len(failed)
     if not failed:
