@@ -7,8 +7,8 @@ parent, two copies of every span in all; for the daemon's nine-attribute span th
 delivery cost. Filling the request in place, fields set where they live, takes about a third of the time.
 
 The exporter module looks `encode_spans` up by name on every export (the one seam it has kept since 1.30), so
-`install` points that name at a `SpanEncoder`. A batch this does not specialise (several resources or scopes, an attribute
-value that is not a str, bool, int or float, a value protobuf refuses) goes to the SDK's own `encode_spans`.
+`install` points that name at a `SpanEncoder`. A batch this does not specialise (several resources or scopes, an
+attribute value that is not a str, bool, int or float, a value protobuf refuses) goes to the SDK's `encode_spans`.
 
 What repeats from span to span, its name, kind and status code and the attributes it begins with whose values
 repeat (the system, the queue, the target, the status: `repeating`), is serialised once, by protobuf, as a

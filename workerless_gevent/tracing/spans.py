@@ -43,7 +43,7 @@ SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEF
 UNSET = Status(StatusCode.UNSET)
 NO_STATE = TraceState()
 NO_LINKS: tuple[Link, ...] = ()  # a delivery of one message
-NO_OUTCOMES: list[Outcome] = []  # read only
+NO_OUTCOMES: tuple[Outcome, ...] = ()  # a delivery that did not fail
 CONSUMER, SAMPLE = SpanKind.CONSUMER, Decision.RECORD_AND_SAMPLE  # module globals: one lookup, not two
 
 Attributes = dict[str, str | int]
@@ -192,8 +192,9 @@ class Tracing:
 
 
 def root_of(sampler: Sampler) -> Sampler:
-    """The sampler a parentless span is decided by: a parent-based sampler (the SDK's default) asks its root, so
-    the daemon asks the root itself, once per delivery instead of twice. Any other sampler is its own root."""
+    """The sampler a parentless span is decided by: a parent-based sampler (the SDK's default) looks for a parent
+    and, finding none, asks its root; the daemon knows when there is none and asks the root itself. A sampler that
+    decides otherwise (any other, or one that overrides should_sample) is asked itself."""
     root = getattr(sampler, "_root", None)
     if type(sampler).should_sample is ParentBased.should_sample and isinstance(root, Sampler):
         return root
@@ -220,6 +221,7 @@ def attributes_of(base: Attributes, messages: list[Message], is_batch: bool) -> 
 
 def record_outcomes(attributes: Attributes, outcomes: list[Outcome], is_batch: bool) -> Status:
     """The app's status (or the function's error); an ERROR status when a message did not succeed."""
+    failed: Sequence[Outcome]
     if len(outcomes) == 1:  # one message: nearly every delivery to an HTTP target
         if outcomes[0].status:
             attributes["http.response.status_code"] = outcomes[0].status
