@@ -91,8 +91,9 @@ def test_the_sdks_limits_cut_values_and_count_what_they_drop() -> None:
     made.finish(delivery, [Outcome(Result.SUCCESS, "", "", status=200)])
     (span,) = exported
     assert span.attributes is not None
-    assert dict(span.attributes) == {"messaging.system": "aws_", "messaging.operation.type": "proc",
-                                     "messaging.operation.name": "proc"}
+    # as the SDK's own attributes evict the oldest: the last three, the delivery's own after its outcome
+    assert list(span.attributes) == ["http.response.status_code", "messaging.message.id", "workerless.queue_wait_ms"]
+    assert span.attributes["http.response.status_code"] == 200 and span.attributes["messaging.message.id"] == "m-1"
     assert span.dropped_attributes == 6 and span.dropped_events == 1 and len(span.events) == 1
     assert span.parent is None and span.dropped_links == 0
 
@@ -135,3 +136,30 @@ def test_a_parentless_delivery_is_decided_as_the_parent_based_sampler_decides_it
     made, exported = tracing(Halving(ALWAYS_ON))
     made.finish(made.start("orders", "default", [message()], is_batch=False), [])
     assert exported == []
+
+
+class Marking(Sampler):
+    """Samples, with attributes of its own: one the daemon sets too (the outcome's), one it does not."""
+
+    def should_sample(self, parent_context: Context | None, trace_id: int, name: str, kind: SpanKind | None = None,
+                      attributes: Attributes = None, links: Sequence[Link] | None = None,
+                      trace_state: object = None) -> SamplingResult:
+        return SamplingResult(Decision.RECORD_AND_SAMPLE, {"error.type": "from-sampler", "sampled.by": "rule-7",
+                                                           "messaging.system": "sampler's"})
+
+    def get_description(self) -> str:
+        return "Marking"
+
+
+def test_the_outcome_wins_over_a_samplers_attribute_of_the_same_name() -> None:
+    """As on the SDK's span, where the outcome is set after the sampler's attributes; the sampler's still win over
+    what the daemon set at the start, and the ones only it has are kept."""
+    made, exported = tracing(Marking())
+    for outcome in (Outcome(Result.FAILURE, "HTTP 500", "the app answered HTTP 500", status=500),
+                    Outcome(Result.SUCCESS, "", "", status=200)):
+        made.finish(made.start("orders", "default", [message()], is_batch=False), [outcome])
+    failed, succeeded = (dict(span.attributes or {}) for span in exported)
+    assert failed["error.type"] == "HTTP 500" and failed["http.response.status_code"] == 500
+    assert succeeded["error.type"] == "from-sampler" and succeeded["http.response.status_code"] == 200
+    assert failed["sampled.by"] == succeeded["sampled.by"] == "rule-7"
+    assert failed["messaging.system"] == succeeded["messaging.system"] == "sampler's"

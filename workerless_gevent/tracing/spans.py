@@ -44,6 +44,7 @@ UNSET = Status(StatusCode.UNSET)
 NO_STATE = TraceState()
 NO_LINKS: tuple[Link, ...] = ()  # a delivery of one message
 NO_OUTCOMES: tuple[Outcome, ...] = ()  # a delivery that did not fail
+OUTCOME_KEYS = frozenset({"http.response.status_code", "workerless.failed_count", "error.type"})
 CONSUMER, SAMPLE = SpanKind.CONSUMER, Decision.RECORD_AND_SAMPLE  # module globals: one lookup, not two
 
 Attributes = dict[str, str | int]
@@ -158,7 +159,13 @@ class Tracing:
         """The finished span, within the SDK's limits, with what they dropped counted."""
         attributes = recorded.attributes
         status = record_outcomes(attributes, outcomes, recorded.is_batch)
-        attributes.update(recorded.own)
+        own = recorded.own
+        # the outcome was set last, so it wins over a sampler's attribute of the same name, as on the SDK's span
+        outcome = None if OUTCOME_KEYS.isdisjoint(own) else {key: attributes[key] for key in OUTCOME_KEYS & own.keys()
+                                                             if key in attributes}
+        attributes.update(own)
+        if outcome:
+            attributes.update(outcome)
         limits = self.limits
         kept = limited(attributes, limits.max_span_attribute_length, limits.max_span_attributes)
         links = self.bounded_links(recorded.links)
@@ -241,10 +248,13 @@ def record_outcomes(attributes: Attributes, outcomes: list[Outcome], is_batch: b
 
 def limited(attributes: Attributes, length: int | None, count: int | None) -> Attributes:
     """The SDK's attribute limits (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT and
-    the like) applied as its own span would: longer strings cut, attributes past the count left out."""
+    the like) applied as its own span would: longer strings cut and, past the count, the first ones left out (its
+    attributes evict the oldest): a delivery's own (its message id, its wait) and its outcome are the last."""
     if length is None and (count is None or len(attributes) <= count):
         return attributes
-    kept = list(attributes.items())[:count] if count is not None else list(attributes.items())
+    kept = list(attributes.items())
+    if count is not None:
+        kept = kept[len(kept) - count:] if count else []
     return {key: value[:length] if length is not None and isinstance(value, str) else value for key, value in kept}
 
 
