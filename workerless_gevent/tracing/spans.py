@@ -34,17 +34,16 @@ from ..targets import Outcome, Result
 from .context import EMPTY, parent_of, xray_header
 
 SYSTEM = {"messaging.system": "aws_sqs", "messaging.operation.type": "process", "messaging.operation.name": "process"}
+OUTCOME_KEYS = frozenset({"http.response.status_code", "workerless.failed_count", "error.type"})  # record_outcomes'
 # the attributes whose values repeat from delivery to delivery: a span begins with them, and the encoder
 # serialises them once (encoding.py)
 REPEATING = frozenset({*SYSTEM, "messaging.destination.name", "workerless.target", "workerless.receive_count",
-                       "messaging.batch.message_count", "http.response.status_code", "workerless.failed_count",
-                       "error.type"})
+                       "messaging.batch.message_count", *OUTCOME_KEYS})
 SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
 UNSET = Status(StatusCode.UNSET)
 NO_STATE = TraceState()
 NO_LINKS: tuple[Link, ...] = ()  # a delivery of one message
 NO_OUTCOMES: tuple[Outcome, ...] = ()  # a delivery that did not fail
-OUTCOME_KEYS = frozenset({"http.response.status_code", "workerless.failed_count", "error.type"})
 CONSUMER, SAMPLE = SpanKind.CONSUMER, Decision.RECORD_AND_SAMPLE  # module globals: one lookup, not two
 
 Attributes = dict[str, str | int]
@@ -160,12 +159,9 @@ class Tracing:
         attributes = recorded.attributes
         status = record_outcomes(attributes, outcomes, recorded.is_batch)
         own = recorded.own
-        # the outcome was set last, so it wins over a sampler's attribute of the same name, as on the SDK's span
-        outcome = None if OUTCOME_KEYS.isdisjoint(own) else {key: attributes[key] for key in OUTCOME_KEYS & own.keys()
-                                                             if key in attributes}
+        if not OUTCOME_KEYS.isdisjoint(own):  # the outcome was set last: it wins over a sampler's, as on the SDK's span
+            own = {key: value for key, value in own.items() if key not in OUTCOME_KEYS or key not in attributes}
         attributes.update(own)
-        if outcome:
-            attributes.update(outcome)
         limits = self.limits
         kept = limited(attributes, limits.max_span_attribute_length, limits.max_span_attributes)
         links = self.bounded_links(recorded.links)
