@@ -11,22 +11,21 @@ import pytest
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
-from opentelemetry.context import Context  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as sdk_encode_spans  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http import trace_exporter  # noqa: E402
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits  # noqa: E402
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator  # noqa: E402
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, Sampler, SamplingResult  # noqa: E402
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler  # noqa: E402
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope  # noqa: E402
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState  # noqa: E402
-from opentelemetry.util.types import Attributes  # noqa: E402
 
 from workerless_gevent.message import Message  # noqa: E402
 from workerless_gevent.targets import Outcome, Result  # noqa: E402
 from workerless_gevent.tracing import encoding  # noqa: E402
 from workerless_gevent.tracing.spans import REPEATING, Tracing  # noqa: E402
 
+from tests.unit.samplers import Marking  # noqa: E402
 from tests.unit.sqs_messages import make_message, string_attribute  # noqa: E402
 
 PRODUCER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -36,22 +35,6 @@ SCOPE = InstrumentationScope("workerless", "1.2.3")
 FAILED = Outcome(Result.FAILURE, "HTTP 500", "the app answered HTTP 500", status=500)
 DONE = Outcome(Result.SUCCESS, "", "", status=200)
 ENCODER = encoding.SpanEncoder(REPEATING)
-
-
-class Marking(Sampler):
-    """Samples, and adds a trace state and attributes of its own, as a custom sampler may."""
-
-    def __init__(self, attributes: dict[str, object]) -> None:
-        self.attributes = attributes
-
-    def should_sample(self, parent_context: Context | None, trace_id: int, name: str, kind: SpanKind | None = None,
-                      attributes: Attributes = None, links: Sequence[Link] | None = None,
-                      trace_state: object = None) -> SamplingResult:
-        return SamplingResult(Decision.RECORD_AND_SAMPLE, self.attributes,  # type: ignore[arg-type]
-                              TraceState([("vendor", "a1"), ("other", "b2")]))
-
-    def get_description(self) -> str:
-        return "Marking"
 
 
 def message(message_id: str, traceparent: str | None = None, xray: str | None = None) -> Message:
@@ -83,7 +66,8 @@ def assert_same_bytes(spans: Sequence[ReadableSpan], encoder: encoding.SpanEncod
 
 @pytest.mark.parametrize("spans", [
     pytest.param(deliveries(), id="deliveries"),
-    pytest.param(deliveries(Marking({"sampled.by": "rule-7", "sampled.kept": True, "sampled.ratio": 0.25})),
+    pytest.param(deliveries(Marking({"sampled.by": "rule-7", "sampled.kept": True, "sampled.ratio": 0.25},
+                                    TraceState([("vendor", "a1"), ("other", "b2")]))),
                  id="a-samplers-trace-state-and-attributes"),
     pytest.param(deliveries(limits=SpanLimits(max_span_attribute_length=4, max_span_attributes=3, max_events=1,
                                               max_links=1)), id="limits-dropping"),

@@ -23,6 +23,8 @@ from workerless_gevent.message import Message  # noqa: E402
 from workerless_gevent.targets import Outcome, Result  # noqa: E402
 from workerless_gevent.tracing.spans import CURRENT, Tracing  # noqa: E402
 
+from tests.unit.samplers import Marking  # noqa: E402
+
 PRODUCER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
@@ -138,23 +140,11 @@ def test_a_parentless_delivery_is_decided_as_the_parent_based_sampler_decides_it
     assert exported == []
 
 
-class Marking(Sampler):
-    """Samples, with attributes of its own: one the daemon sets too (the outcome's), one it does not."""
-
-    def should_sample(self, parent_context: Context | None, trace_id: int, name: str, kind: SpanKind | None = None,
-                      attributes: Attributes = None, links: Sequence[Link] | None = None,
-                      trace_state: object = None) -> SamplingResult:
-        return SamplingResult(Decision.RECORD_AND_SAMPLE, {"error.type": "from-sampler", "sampled.by": "rule-7",
-                                                           "messaging.system": "sampler's"})
-
-    def get_description(self) -> str:
-        return "Marking"
-
-
 def test_the_outcome_wins_over_a_samplers_attribute_of_the_same_name() -> None:
     """As on the SDK's span, where the outcome is set after the sampler's attributes; the sampler's still win over
     what the daemon set at the start, and the ones only it has are kept."""
-    made, exported = tracing(Marking())
+    made, exported = tracing(Marking({"error.type": "from-sampler", "sampled.by": "rule-7",
+                                      "messaging.system": "sampler's"}))
     for outcome in (Outcome(Result.FAILURE, "HTTP 500", "the app answered HTTP 500", status=500),
                     Outcome(Result.SUCCESS, "", "", status=200)):
         made.finish(made.start("orders", "default", [message()], is_batch=False), [outcome])
