@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import calendar
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -12,9 +12,10 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.context import Context  # noqa: E402
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits  # noqa: E402
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator  # noqa: E402
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator  # noqa: E402
 from opentelemetry.sdk.trace.sampling import (  # noqa: E402
-    ALWAYS_OFF, ALWAYS_ON, Decision, ParentBased, Sampler, SamplingResult, TraceIdRatioBased)
+    ALWAYS_OFF, ALWAYS_ON, Decision, ParentBased, ParentBasedTraceIdRatio, Sampler, SamplingResult,
+    TraceIdRatioBased)
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope  # noqa: E402
 from opentelemetry.trace import Link, SpanKind  # noqa: E402
 from opentelemetry.util.types import Attributes  # noqa: E402
@@ -25,6 +26,7 @@ from workerless_gevent.tracing.spans import CURRENT, Tracing  # noqa: E402
 
 from tests.unit.samplers import Marking  # noqa: E402
 
+SAMPLE = Decision.RECORD_AND_SAMPLE
 PRODUCER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
@@ -38,9 +40,20 @@ class RecordOnly(Sampler):
         return "RecordOnly"
 
 
-def tracing(sampler: Sampler, limits: SpanLimits | None = None) -> tuple[Tracing, list[ReadableSpan]]:
+class Given(RandomIdGenerator):
+    """The trace ids a test chooses, in turn."""
+
+    def __init__(self, trace_ids: Sequence[int]) -> None:
+        self.trace_ids = iter(trace_ids)
+
+    def generate_trace_id(self) -> int:
+        return next(self.trace_ids)
+
+
+def tracing(sampler: Sampler, limits: SpanLimits | None = None,
+            ids: IdGenerator | None = None) -> tuple[Tracing, list[ReadableSpan]]:
     exported: list[ReadableSpan] = []
-    made = Tracing(sampler, RandomIdGenerator(), Resource.create({"service.name": "t"}),
+    made = Tracing(sampler, ids or RandomIdGenerator(), Resource.create({"service.name": "t"}),
                    InstrumentationScope("workerless", "0"), limits or SpanLimits(), exported.append)
     return made, exported
 
@@ -153,3 +166,34 @@ def test_the_outcome_wins_over_a_samplers_attribute_of_the_same_name() -> None:
     assert succeeded["error.type"] == "from-sampler" and succeeded["http.response.status_code"] == 200
     assert failed["sampled.by"] == succeeded["sampled.by"] == "rule-7"
     assert failed["messaging.system"] == succeeded["messaging.system"] == "sampler's"
+
+
+class Odd(TraceIdRatioBased):
+    """A ratio sampler of its own, which samples the odd trace ids whatever its bound."""
+
+    def should_sample(self, parent_context: Context | None, trace_id: int, name: str, kind: SpanKind | None = None,
+                      attributes: Attributes = None, links: Sequence[Link] | None = None,
+                      trace_state: object = None) -> SamplingResult:
+        return SamplingResult(Decision.RECORD_AND_SAMPLE if trace_id % 2 else Decision.DROP)
+
+
+@pytest.mark.parametrize("sampler", [TraceIdRatioBased(0.01), ParentBasedTraceIdRatio(0.25), TraceIdRatioBased(0.0),
+                                     TraceIdRatioBased(1.0), Odd(0.5)], ids=["ratio", "parentbased", "none", "all", "own"])
+def test_a_ratio_samplers_parentless_decisions_are_its_own_at_the_bound(sampler: Sampler) -> None:
+    """The daemon drops a parentless span above a ratio sampler's bound itself: each decision is the sampler's, at
+    the bound and either side of it, with the trace id's high 64 bits set or not, and over random ids."""
+    bound = TraceIdRatioBased.get_bound_for_rate(getattr(sampler, "_root", sampler).rate)
+    high = 0xFFFF_FFFF_FFFF_FFFF << 64
+    edges = [max(bound - 1, 1), bound or 1, bound + 1, high | max(bound - 1, 1), high | bound, high | (bound + 1),
+             (1 << 64) - 1, high | ((1 << 64) - 1)]
+    chosen = edges + [RandomIdGenerator().generate_trace_id() for _ in range(300)]
+    made, exported = tracing(sampler, ids=Given(chosen))
+    for trace_id in chosen:
+        sent = message()
+        delivery = made.start("orders", "default", [sent], is_batch=False)
+        assert delivery.trace_id == trace_id
+        sampled = sampler.should_sample(Context(), trace_id, "orders process", SpanKind.CONSUMER).decision is SAMPLE
+        assert (delivery.recorded is not None) is sampled, hex(trace_id)
+        assert sent.trace_headers is not None and sent.trace_headers["traceparent"][-2:] == ("01" if sampled else "00")
+        made.finish(delivery, [Outcome(Result.SUCCESS, "", "", status=200)])
+    assert len(exported) == sum(sampler.should_sample(Context(), trace_id, "n").decision is SAMPLE for trace_id in chosen)

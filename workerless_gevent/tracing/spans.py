@@ -24,7 +24,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits
 from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler, SamplingResult, TraceIdRatioBased
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
@@ -45,6 +45,8 @@ NO_STATE = TraceState()
 NO_LINKS: tuple[Link, ...] = ()  # a delivery of one message
 NO_OUTCOMES: tuple[Outcome, ...] = ()  # a delivery that did not fail
 CONSUMER, SAMPLE = SpanKind.CONSUMER, Decision.RECORD_AND_SAMPLE  # module globals: one lookup, not two
+DROPPED = SamplingResult(Decision.DROP)  # a ratio sampler's answer to a parentless span above its bound
+RATIO_LIMIT = TraceIdRatioBased.TRACE_ID_LIMIT  # the trace id's bits it compares: the low 64
 
 Attributes = dict[str, str | int]
 Export = Callable[[ReadableSpan], None]  # export.SpanBuffer.on_end
@@ -99,6 +101,7 @@ class Tracing:
                  limits: SpanLimits, export: Export) -> None:
         self.sampler = sampler
         self.root_sampler = root_of(sampler)
+        self.ratio_bound = ratio_bound(self.root_sampler)
         self.new_trace_id, self.new_span_id = ids.generate_trace_id, ids.generate_span_id
         self.resource = resource
         self.scope = scope
@@ -124,10 +127,12 @@ class Tracing:
         trace_id = parent.trace_id if parent is not None else self.new_trace_id()
         # The SDK's sampler, as Tracer.start_span asks it (no attributes are known yet); parentless: the empty
         # context, never the greenlet's, which the daemon does not set, and a parent-based sampler's root.
-        if parent_context is None:
-            sampling = self.root_sampler.should_sample(EMPTY, trace_id, name, CONSUMER, None, links)
-        else:
+        if parent_context is not None:
             sampling = self.sampler.should_sample(parent_context, trace_id, name, CONSUMER, None, links)
+        elif self.ratio_bound is not None and trace_id & RATIO_LIMIT >= self.ratio_bound:
+            sampling = DROPPED  # 99 parentless spans in 100 at a 1 % ratio, decided as the ratio sampler decides
+        else:
+            sampling = self.root_sampler.should_sample(EMPTY, trace_id, name, CONSUMER, None, links)
         span_id = self.new_span_id()
         # Not sampled (most deliveries under a ratio sampler): the ids and no more. RECORD_ONLY too: the SDK's
         # batching exports sampled spans only, and the daemon has no other span processor to record for.
@@ -202,6 +207,15 @@ def root_of(sampler: Sampler) -> Sampler:
     if type(sampler).should_sample is ParentBased.should_sample and isinstance(root, Sampler):
         return root
     return sampler
+
+
+def ratio_bound(sampler: Sampler) -> int | None:
+    """The bound of the SDK's ratio sampler (OTEL_TRACES_SAMPLER=traceidratio, or a parent-based one's root), None
+    for any other sampler. A parentless span whose trace id's low 64 bits are at or above it is dropped, the
+    comparison the sampler makes, without its answer: that answer, a SamplingResult with the empty context's
+    trace state looked up, costs a third of what tracing adds to an unsampled delivery. The spans under the bound
+    are still decided by the sampler itself."""
+    return sampler.bound if type(sampler) is TraceIdRatioBased else None
 
 
 def attributes_of(base: Attributes, messages: list[Message], is_batch: bool) -> tuple[Attributes, Attributes]:
