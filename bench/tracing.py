@@ -27,9 +27,9 @@ from typing import Any
 from harness import Traced, free_port, log, paired, spread
 
 CONCURRENCY = 50
-# each drain's messages (--quick: the throughput scenario's): four times the throughput scenario's 5,000, whose
-# 1.2 s of CPU a drain this machine's speed moved by a fifth between two drains of one build, more than the
-# 1.1x line the 1 % case is held to; over 20,000 the pairs' ratios spread half as far
+# each drain's messages (--quick: the throughput scenario's), about 5 s of CPU: over the throughput scenario's
+# 5,000 (1.2 s) the machine's speed from one second to the next spread the pairs' ratios twice as far, wider
+# than the distance from the 1 % case to its 1.1x line
 MESSAGES = 20_000
 # the span buffer of every traced case: export every 200 ms (the SDK's default is 5 s) or at 512 spans, with
 # room for 8,192 (the default 2,048 is 0.2-0.7 s of this drain's spans)

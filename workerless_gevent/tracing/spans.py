@@ -210,11 +210,9 @@ def root_of(sampler: Sampler) -> Sampler:
 
 
 def ratio_bound(sampler: Sampler) -> int | None:
-    """The bound of the SDK's ratio sampler (OTEL_TRACES_SAMPLER=traceidratio, or a parent-based one's root), None
-    for any other sampler. A parentless span whose trace id's low 64 bits are at or above it is dropped, the
-    comparison the sampler makes, without its answer: that answer, a SamplingResult with the empty context's
-    trace state looked up, costs a third of what tracing adds to an unsampled delivery. The spans under the bound
-    are still decided by the sampler itself."""
+    """The SDK's ratio sampler's bound (traceidratio, or parentbased_traceidratio's root), None for any other: a
+    parentless span at or above it is dropped by the sampler's own comparison, without the SamplingResult it
+    builds, a third of what tracing adds to an unsampled delivery; below it the sampler is asked."""
     return sampler.bound if type(sampler) is TraceIdRatioBased else None
 
 
