@@ -183,12 +183,13 @@ class Odd(TraceIdRatioBased):
 def test_a_ratio_samplers_parentless_decisions_are_its_own_at_the_bound(sampler: Sampler) -> None:
     """The daemon drops a parentless span above a ratio sampler's bound itself: each decision is the sampler's, at
     the bound and either side of it, with the trace id's high 64 bits set or not, and over random ids."""
-    bound = TraceIdRatioBased.get_bound_for_rate(getattr(sampler, "_root", sampler).rate)
+    bound = getattr(sampler, "_root", sampler).bound
     high = 0xFFFF_FFFF_FFFF_FFFF << 64
     edges = [max(bound - 1, 1), bound or 1, bound + 1, high | max(bound - 1, 1), high | bound, high | (bound + 1),
              (1 << 64) - 1, high | ((1 << 64) - 1)]
     chosen = edges + [RandomIdGenerator().generate_trace_id() for _ in range(300)]
     made, exported = tracing(sampler, ids=Given(chosen))
+    sampled_count = 0
     for trace_id in chosen:
         sent = message()
         delivery = made.start("orders", "default", [sent], is_batch=False)
@@ -197,5 +198,5 @@ def test_a_ratio_samplers_parentless_decisions_are_its_own_at_the_bound(sampler:
         assert (delivery.recorded is not None) is sampled, hex(trace_id)
         assert sent.trace_headers is not None and sent.trace_headers["traceparent"][-2:] == ("01" if sampled else "00")
         made.finish(delivery, [Outcome(Result.SUCCESS, "", "", status=200)])
-    expected = [sampler.should_sample(Context(), trace_id, "n").decision is SAMPLE for trace_id in chosen]
-    assert len(exported) == sum(expected)
+        sampled_count += sampled
+    assert len(exported) == sampled_count
