@@ -23,7 +23,8 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from workerless_gevent.message import Message  # noqa: E402
 from workerless_gevent.targets import Outcome, Result  # noqa: E402
 from workerless_gevent.tracing import encoding  # noqa: E402
-from workerless_gevent.tracing.spans import REPEATING, Tracing  # noqa: E402
+from workerless_gevent.tracing.attributes import REPEATING  # noqa: E402
+from workerless_gevent.tracing.spans import Tracing  # noqa: E402
 
 from tests.unit.samplers import Marking  # noqa: E402
 from tests.unit.sqs_messages import make_message, string_attribute  # noqa: E402

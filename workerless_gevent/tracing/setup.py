@@ -22,7 +22,8 @@ from .. import __version__
 from ..config.model import Config
 from . import encoding
 from .export import Count, SpanBuffer
-from .spans import REPEATING, TraceIds, Tracing
+from .attributes import REPEATING
+from .spans import TraceIds, Tracing
 
 DEFAULT_SERVICE = "workerless"
 QUIET_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk")  # a collector down: our one WARNING per interval

@@ -27,28 +27,20 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler, SamplingResult, TraceIdRatioBased
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
+from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags, TraceState
 
 from ..message import Message
-from ..targets import Outcome, Result
+from ..targets import Outcome
+from .attributes import OUTCOME_KEYS, SYSTEM, Attributes, attributes_of, limited, record_outcomes
 from .context import EMPTY, parent_of, xray_header
 
-SYSTEM = {"messaging.system": "aws_sqs", "messaging.operation.type": "process", "messaging.operation.name": "process"}
-OUTCOME_KEYS = frozenset({"http.response.status_code", "workerless.failed_count", "error.type"})  # record_outcomes'
-# the attributes whose values repeat from delivery to delivery: a span begins with them, and the encoder
-# serialises them once (encoding.py)
-REPEATING = frozenset({*SYSTEM, "messaging.destination.name", "workerless.target", "workerless.receive_count",
-                       "messaging.batch.message_count", *OUTCOME_KEYS})
 SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
-UNSET = Status(StatusCode.UNSET)
 NO_STATE = TraceState()
 NO_LINKS: tuple[Link, ...] = ()  # a delivery of one message
-NO_OUTCOMES: tuple[Outcome, ...] = ()  # a delivery that did not fail
 CONSUMER, SAMPLE = SpanKind.CONSUMER, Decision.RECORD_AND_SAMPLE  # module globals: one lookup, not two
 DROPPED = SamplingResult(Decision.DROP)  # a ratio sampler's answer to a parentless span above its bound
 RATIO_LIMIT = TraceIdRatioBased.TRACE_ID_LIMIT  # the trace id's bits it compares: the low 64
 
-Attributes = dict[str, str | int]
 Export = Callable[[ReadableSpan], None]  # export.SpanBuffer.on_end
 
 
@@ -214,56 +206,6 @@ def ratio_bound(sampler: Sampler) -> int | None:
     parentless span at or above it is dropped by the sampler's own comparison, without the SamplingResult it
     builds, a third of what tracing adds to an unsampled delivery; below it the sampler is asked."""
     return sampler.bound if type(sampler) is TraceIdRatioBased else None
-
-
-def attributes_of(base: Attributes, messages: list[Message], is_batch: bool) -> tuple[Attributes, Attributes]:
-    """The delivery's attributes whose values repeat, `base` (the system, the queue and the target) and the receive
-    count or the batch's size; and its own."""
-    attributes = base.copy()
-    own: Attributes = {}
-    if is_batch:
-        attributes["messaging.batch.message_count"] = len(messages)
-        sent = min((at for message in messages if (at := message.sent_at) is not None), default=None)
-    else:
-        first = messages[0]
-        attributes["workerless.receive_count"] = first.receive_count
-        own["messaging.message.id"] = first.message_id
-        sent = first.sent_at
-    if sent is not None:  # the oldest message of the delivery: from SQS's SentTimestamp to now
-        own["workerless.queue_wait_ms"] = max(0, round((time.time() - sent) * 1000))
-    return attributes, own
-
-
-def record_outcomes(attributes: Attributes, outcomes: list[Outcome], is_batch: bool) -> Status:
-    """The app's status (or the function's error); an ERROR status when a message did not succeed."""
-    failed: Sequence[Outcome]
-    if len(outcomes) == 1:  # one message: nearly every delivery to an HTTP target
-        if outcomes[0].status:
-            attributes["http.response.status_code"] = outcomes[0].status
-        failed = outcomes if outcomes[0].result is not Result.SUCCESS else NO_OUTCOMES
-    else:
-        statuses = {outcome.status for outcome in outcomes if outcome.status}
-        if len(statuses) == 1:
-            attributes["http.response.status_code"] = statuses.pop()
-        failed = [outcome for outcome in outcomes if outcome.result is not Result.SUCCESS]
-    if is_batch:
-        attributes["workerless.failed_count"] = len(failed)
-    if not failed:
-        return UNSET
-    attributes["error.type"] = failed[0].error_type or failed[0].result.value
-    return Status(StatusCode.ERROR, failed[0].error[:300])
-
-
-def limited(attributes: Attributes, length: int | None, count: int | None) -> Attributes:
-    """The SDK's attribute limits (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT and
-    the like) applied as its own span would: longer strings cut and, past the count, the first ones left out (its
-    attributes evict the oldest): a delivery's own (its message id, its wait) and its outcome are the last."""
-    if length is None and (count is None or len(attributes) <= count):
-        return attributes
-    kept = list(attributes.items())
-    if count is not None:
-        kept = kept[len(kept) - count:] if count else []
-    return {key: value[:length] if length is not None and isinstance(value, str) else value for key, value in kept}
 
 
 def traceparent(trace_id: int, span_id: int, flags: int) -> str:
