@@ -153,6 +153,22 @@ def test_a_parentless_delivery_is_decided_as_the_parent_based_sampler_decides_it
     assert exported == []
 
 
+def test_under_a_ratio_sampler_a_message_with_a_context_is_its_producers_child() -> None:
+    """A rate of 0 samples no new trace: a message carrying a sampled context, in either header, still joins it."""
+    xray = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+    w3c, only_xray = message(PRODUCER), message()
+    only_xray.attributes["AWSTraceHeader"] = xray
+    made, exported = tracing(ParentBasedTraceIdRatio(0.0))
+    for sent, trace_id in ((w3c, 0x0AF7651916CD43DD8448EB211C80319C), (only_xray, 0x5759E988BD862E3FE1BE46A994272793)):
+        delivery = made.start("orders", "default", [sent], is_batch=False)
+        assert (delivery.trace_id, delivery.recorded is not None) == (trace_id, True)
+        assert sent.trace_headers is not None and sent.trace_headers["traceparent"].startswith(f"00-{trace_id:032x}-")
+        made.finish(delivery, [Outcome(Result.SUCCESS, "", "", status=200)])
+    assert only_xray.trace_headers is not None and "5759e988-bd862e3fe1be46a994272793" in only_xray.trace_headers[
+        "X-Amzn-Trace-Id"]
+    assert [span.parent.span_id for span in exported if span.parent] == [0xB7AD6B7169203331, 0x53995C3F42CD8AD8]
+
+
 def test_the_outcome_wins_over_a_samplers_attribute_of_the_same_name() -> None:
     """As on the SDK's span, where the outcome is set after the sampler's attributes; the sampler's still win over
     what the daemon set at the start, and the ones only it has are kept."""
@@ -182,7 +198,8 @@ class Odd(TraceIdRatioBased):
                          ids=["ratio", "parentbased", "none", "all", "own"])
 def test_a_ratio_samplers_parentless_decisions_are_its_own_at_the_bound(sampler: Sampler) -> None:
     """The daemon drops a parentless span above a ratio sampler's bound itself: each decision is the sampler's, at
-    the bound and either side of it, with the trace id's high 64 bits set or not, and over random ids."""
+    the bound and either side of it, with the trace id's high 64 bits set or not, and over random ids; for a
+    message with no context, one whose context is not valid, and a batch."""
     bound = getattr(sampler, "_root", sampler).bound
     high = 0xFFFF_FFFF_FFFF_FFFF << 64
     edges = [max(bound - 1, 1), bound or 1, bound + 1, high | max(bound - 1, 1), high | bound, high | (bound + 1),
@@ -190,13 +207,16 @@ def test_a_ratio_samplers_parentless_decisions_are_its_own_at_the_bound(sampler:
     chosen = edges + [RandomIdGenerator().generate_trace_id() for _ in range(300)]
     made, exported = tracing(sampler, ids=Given(chosen))
     sampled_count = 0
-    for trace_id in chosen:
-        sent = message()
-        delivery = made.start("orders", "default", [sent], is_batch=False)
+    for index, trace_id in enumerate(chosen):
+        sent = message("00-not-a-valid-context-01" if index % 3 == 1 else None)
+        is_batch = index % 3 == 2
+        delivery = made.start("orders", "default", [sent], is_batch=is_batch)
         assert delivery.trace_id == trace_id
         sampled = sampler.should_sample(Context(), trace_id, "orders process", SpanKind.CONSUMER).decision is SAMPLE
         assert (delivery.recorded is not None) is sampled, hex(trace_id)
-        assert sent.trace_headers is not None and sent.trace_headers["traceparent"][-2:] == ("01" if sampled else "00")
+        flag = "01" if sampled else "00"
+        assert sent.trace_headers == (None if is_batch else
+                                      {"traceparent": f"00-{trace_id:032x}-{delivery.span_id:016x}-{flag}"})
         made.finish(delivery, [Outcome(Result.SUCCESS, "", "", status=200)])
         sampled_count += sampled
     assert len(exported) == sampled_count

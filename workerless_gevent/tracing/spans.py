@@ -32,7 +32,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags, TraceSt
 from ..message import Message
 from ..targets import Outcome
 from .attributes import OUTCOME_KEYS, SYSTEM, Attributes, attributes_of, limited, record_outcomes
-from .context import EMPTY, parent_of, xray_header
+from .context import EMPTY, parent_of, traceparent, xray_header
 
 SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
 NO_STATE = TraceState()
@@ -104,6 +104,27 @@ class Tracing:
 
     def start(self, queue: str, target: str, messages: list[Message], is_batch: bool) -> Delivery:
         """The delivery's span, current from now on; each HTTP message gets the headers that carry it."""
+        first = messages[0]
+        trace_id: int | None = None
+        if (self.ratio_bound is not None and not is_batch and "traceparent" not in first.message_attributes
+                and "AWSTraceHeader" not in first.attributes):
+            # Parentless under the SDK's ratio sampler: above its bound (99 in 100 at a 1 % ratio) the sampler's
+            # own comparison drops it, and the delivery is its ids, the headers what outgoing_headers would write.
+            trace_id = self.new_trace_id()
+            if trace_id & RATIO_LIMIT >= self.ratio_bound:
+                delivery = Delivery(trace_id, self.new_span_id(), NOT_SAMPLED, NO_STATE, None)
+                first.trace_headers = {"traceparent": traceparent(trace_id, delivery.span_id, 0)}
+                CURRENT.set(delivery)
+                return delivery
+        delivery = self.decided(queue, target, messages, is_batch, trace_id)
+        if not is_batch:
+            first.trace_headers = outgoing_headers(delivery, first)
+        CURRENT.set(delivery)  # and None at its finish: a slot's greenlet runs one delivery at a time
+        return delivery
+
+    def decided(self, queue: str, target: str, messages: list[Message], is_batch: bool,
+                trace_id: int | None) -> Delivery:
+        """The span as the SDK's sampler decides it, given the message's context (a batch: its links)."""
         name = self.names.get(queue) or self.names.setdefault(queue, f"{queue} process")
         parent_context: Context | None = None
         parent: SpanContext | None = None
@@ -116,32 +137,30 @@ class Tracing:
             parent_context = parent_of(first)
             if parent_context is not None:
                 parent = trace.get_current_span(parent_context).get_span_context()
-        trace_id = parent.trace_id if parent is not None else self.new_trace_id()
+        if parent is not None:
+            trace_id = parent.trace_id
+        elif trace_id is None:
+            trace_id = self.new_trace_id()
         # The SDK's sampler, as Tracer.start_span asks it (no attributes are known yet); parentless: the empty
         # context, never the greenlet's, which the daemon does not set, and a parent-based sampler's root.
         if parent_context is not None:
             sampling = self.sampler.should_sample(parent_context, trace_id, name, CONSUMER, None, links)
         elif self.ratio_bound is not None and trace_id & RATIO_LIMIT >= self.ratio_bound:
-            sampling = DROPPED  # 99 parentless spans in 100 at a 1 % ratio, decided as the ratio sampler decides
+            sampling = DROPPED  # a batch, or a context not valid: as the ratio sampler decides, above its bound
         else:
             sampling = self.root_sampler.should_sample(EMPTY, trace_id, name, CONSUMER, None, links)
         span_id = self.new_span_id()
         # Not sampled (most deliveries under a ratio sampler): the ids and no more. RECORD_ONLY too: the SDK's
         # batching exports sampled spans only, and the daemon has no other span processor to record for.
         if sampling.decision is not SAMPLE:
-            delivery = Delivery(trace_id, span_id, NOT_SAMPLED, sampling.trace_state or NO_STATE, None)
-        else:
-            base = self.base_attributes.get((queue, target)) or self.base_attributes.setdefault(
-                (queue, target), {**SYSTEM, "messaging.destination.name": queue, "workerless.target": target})
-            attributes, own = attributes_of(base, messages, is_batch)
-            if sampling.attributes:
-                own.update(sampling.attributes)
-            delivery = Delivery(trace_id, span_id, SAMPLED, sampling.trace_state or NO_STATE,
-                                Recorded(name, parent, links, time.time_ns(), attributes, own, is_batch))
-        if not is_batch:
-            first.trace_headers = outgoing_headers(delivery, first)
-        CURRENT.set(delivery)  # and None at its finish: a slot's greenlet runs one delivery at a time
-        return delivery
+            return Delivery(trace_id, span_id, NOT_SAMPLED, sampling.trace_state or NO_STATE, None)
+        base = self.base_attributes.get((queue, target)) or self.base_attributes.setdefault(
+            (queue, target), {**SYSTEM, "messaging.destination.name": queue, "workerless.target": target})
+        attributes, own = attributes_of(base, messages, is_batch)
+        if sampling.attributes:
+            own.update(sampling.attributes)
+        return Delivery(trace_id, span_id, SAMPLED, sampling.trace_state or NO_STATE,
+                        Recorded(name, parent, links, time.time_ns(), attributes, own, is_batch))
 
     def finish(self, delivery: Delivery, outcomes: list[Outcome]) -> None:
         try:
@@ -206,11 +225,6 @@ def ratio_bound(sampler: Sampler) -> int | None:
     parentless span at or above it is dropped by the sampler's own comparison, without the SamplingResult it
     builds, a third of what tracing adds to an unsampled delivery; below it the sampler is asked."""
     return sampler.bound if type(sampler) is TraceIdRatioBased else None
-
-
-def traceparent(trace_id: int, span_id: int, flags: int) -> str:
-    """W3C's version 00 header; the ids in hex through bytes, a third of the time of the format spec `032x`."""
-    return f"00-{trace_id.to_bytes(16, 'big').hex()}-{span_id.to_bytes(8, 'big').hex()}-{'01' if flags & 1 else '00'}"
 
 
 def outgoing_headers(delivery: Delivery, message: Message) -> dict[str, str]:
