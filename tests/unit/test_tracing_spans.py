@@ -3,8 +3,11 @@ unsampled delivery still carries. (The e2e suite, tests/e2e/test_tracing.py, sen
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
+import gevent
+import gevent.event
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
@@ -22,7 +25,8 @@ from opentelemetry.util.types import Attributes  # noqa: E402
 
 from workerless_gevent.message import Message  # noqa: E402
 from workerless_gevent.targets import Outcome, Result  # noqa: E402
-from workerless_gevent.tracing.spans import CURRENT, Tracing  # noqa: E402
+from workerless_gevent.tracing.current import TraceIds, current  # noqa: E402
+from workerless_gevent.tracing.spans import Delivery, Tracing  # noqa: E402
 
 from tests.unit.samplers import Marking  # noqa: E402
 
@@ -69,9 +73,9 @@ def test_a_sampled_delivery_is_exported_with_its_attributes_parent_and_error() -
     made, exported = tracing(ALWAYS_ON)
     sent = message(PRODUCER)
     delivery = made.start("orders", "default", [sent], is_batch=False)
-    assert CURRENT.get() is delivery
+    assert current() is delivery
     made.finish(delivery, [Outcome(Result.FAILURE, "HTTP 500", "the app answered HTTP 500", status=500)])
-    assert CURRENT.get() is None
+    assert current() is None
     (span,) = exported
     assert span.name == "orders process" and span.kind is SpanKind.CONSUMER
     assert span.parent is not None and format(span.parent.span_id, "016x") == "b7ad6b7169203331"
@@ -167,6 +171,36 @@ def test_under_a_ratio_sampler_a_message_with_a_context_is_its_producers_child()
     assert only_xray.trace_headers is not None and "5759e988-bd862e3fe1be46a994272793" in only_xray.trace_headers[
         "X-Amzn-Trace-Id"]
     assert [span.parent.span_id for span in exported if span.parent] == [0xB7AD6B7169203331, 0x53995C3F42CD8AD8]
+
+
+def test_each_greenlet_has_its_own_current_delivery_and_its_log_records_its_ids() -> None:
+    """Slots run deliveries side by side: each greenlet's log records carry its own delivery's ids, and none once
+    it has finished."""
+    made, _ = tracing(ParentBasedTraceIdRatio(0.5))
+    started, other_started = gevent.event.Event(), gevent.event.Event()
+    logged: list[tuple[object, object]] = []
+
+    def log_is(delivery: Delivery | None) -> None:
+        record = logging.LogRecord("t", logging.INFO, __file__, 1, "m", None, None)
+        TraceIds().filter(record)
+        ids = None if delivery is None else (f"{delivery.trace_id:032x}", f"{delivery.span_id:016x}")
+        logged.append(((getattr(record, "trace_id", None), getattr(record, "span_id", None)), ids or (None, None)))
+
+    def slot(first: bool) -> None:
+        if not first:
+            started.wait(5)
+        delivery = made.start("orders", "default", [message()], is_batch=False)
+        (started if first else other_started).set()
+        if first:
+            other_started.wait(5)  # the other slot's delivery has started meanwhile
+        log_is(delivery)
+        gevent.sleep(0)
+        made.finish(delivery, [Outcome(Result.SUCCESS, "", "", status=200)])
+        log_is(None)
+
+    gevent.joinall([gevent.spawn(slot, True), gevent.spawn(slot, False)], timeout=10, raise_error=True)
+    assert len(logged) == 4 and all(got == expected for got, expected in logged), logged
+    assert len({expected for _, expected in logged}) == 3 and current() is None
 
 
 def test_the_outcome_wins_over_a_samplers_attribute_of_the_same_name() -> None:

@@ -23,7 +23,8 @@ from ..config.model import Config
 from . import encoding
 from .export import Count, SpanBuffer
 from .attributes import REPEATING
-from .spans import TraceIds, Tracing
+from .current import TraceIds
+from .spans import Tracing
 
 DEFAULT_SERVICE = "workerless"
 QUIET_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk")  # a collector down: our one WARNING per interval

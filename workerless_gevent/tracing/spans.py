@@ -13,10 +13,8 @@ greenlet: its attributes are a plain dict, and a span that is not sampled is onl
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -33,6 +31,7 @@ from ..message import Message
 from ..targets import Outcome
 from .attributes import OUTCOME_KEYS, SYSTEM, Attributes, attributes_of, limited, record_outcomes
 from .context import EMPTY, parent_of, traceparent, xray_header
+from .current import CURRENT, current, held
 
 SAMPLED, NOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
 NO_STATE = TraceState()
@@ -83,9 +82,6 @@ class DeliverySpan(ReadableSpan):
     dropped_links = 0
 
 
-CURRENT: ContextVar[Delivery | None] = ContextVar("workerless_delivery_span", default=None)  # per greenlet
-
-
 class Tracing:
     """What the delivery slots and the settler ask of tracing (`delivery.slots.DeliveryTracer`)."""
 
@@ -114,12 +110,12 @@ class Tracing:
             if trace_id & RATIO_LIMIT >= self.ratio_bound:
                 delivery = Delivery(trace_id, self.new_span_id(), NOT_SAMPLED, NO_STATE, None)
                 first.trace_headers = {"traceparent": traceparent(trace_id, delivery.span_id, 0)}
-                CURRENT.set(delivery)
+                (CURRENT.get() or held()).delivery = delivery
                 return delivery
         delivery = self.decided(queue, target, messages, is_batch, trace_id)
         if not is_batch:
             first.trace_headers = outgoing_headers(delivery, first)
-        CURRENT.set(delivery)  # and None at its finish: a slot's greenlet runs one delivery at a time
+        (CURRENT.get() or held()).delivery = delivery  # and None at its finish
         return delivery
 
     def decided(self, queue: str, target: str, messages: list[Message], is_batch: bool,
@@ -168,7 +164,7 @@ class Tracing:
             if recorded is not None:
                 self.export(self.span_of(delivery, recorded, outcomes))
         finally:
-            CURRENT.set(None)
+            (CURRENT.get() or held()).delivery = None
 
     def span_of(self, delivery: Delivery, recorded: Recorded, outcomes: list[Outcome]) -> DeliverySpan:
         """The finished span, within the SDK's limits, with what they dropped counted."""
@@ -194,7 +190,7 @@ class Tracing:
 
     def note(self, message: Message, action: str, detail: dict[str, str | int]) -> None:
         """The settler's retry or dead letter, as an event on the delivery span (the current one)."""
-        delivery = CURRENT.get()
+        delivery = current()
         recorded = delivery.recorded if delivery is not None else None
         if recorded is None:
             return
@@ -236,14 +232,3 @@ def outgoing_headers(delivery: Delivery, message: Message) -> dict[str, str]:
     if "AWSTraceHeader" in message.attributes:
         headers.update(xray_header(delivery.span_context()))
     return headers
-
-
-class TraceIds(logging.Filter):
-    """`trace_id` and `span_id` on every log record made while a delivery span is current."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        delivery = CURRENT.get()
-        if delivery is not None:
-            record.trace_id = format(delivery.trace_id, "032x")
-            record.span_id = format(delivery.span_id, "016x")
-        return True
