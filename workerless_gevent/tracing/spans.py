@@ -67,6 +67,7 @@ class Delivery:
     trace_flags: TraceFlags
     trace_state: TraceState
     recorded: Recorded | None
+    is_finished: bool = False  # current no more (current.py)
 
     def span_context(self) -> SpanContext:
         return SpanContext(self.trace_id, self.span_id, False, self.trace_flags, self.trace_state)
@@ -115,7 +116,7 @@ class Tracing:
         delivery = self.decided(queue, target, messages, is_batch, trace_id)
         if not is_batch:
             first.trace_headers = outgoing_headers(delivery, first)
-        (CURRENT.get() or held()).delivery = delivery  # and None at its finish
+        (CURRENT.get() or held()).delivery = delivery  # until its finish, or the greenlet's next
         return delivery
 
     def decided(self, queue: str, target: str, messages: list[Message], is_batch: bool,
@@ -164,7 +165,7 @@ class Tracing:
             if recorded is not None:
                 self.export(self.span_of(delivery, recorded, outcomes))
         finally:
-            (CURRENT.get() or held()).delivery = None
+            delivery.is_finished = True
 
     def span_of(self, delivery: Delivery, recorded: Recorded, outcomes: list[Outcome]) -> DeliverySpan:
         """The finished span, within the SDK's limits, with what they dropped counted."""
