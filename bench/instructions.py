@@ -6,6 +6,8 @@
     python bench/instructions.py --tracing=off,always_on,traceidratio:0.01   [tracing] off, then on with each
                                                          sampler (OTEL_TRACES_SAMPLER[:ARG]), spans to the
                                                          OTLP collector bench/otlp_sink.mjs
+    python bench/instructions.py --tracing=off,traceidratio:0.01 --export-batch=8   exports counted in, about
+                                                         as often as the tracing scenario makes them
 
 CPU time per message on a shared machine moves by a fifth between two drains of one build (see
 BENCHMARKS.md, 'The quick CPU check'), more than most changes to the hot path are worth. This counts what
@@ -16,8 +18,8 @@ message, start-up and stop cancelled out. PYTHONHASHSEED is fixed so dict layout
 (how many answers were already there when a slot read its socket) moves the figure by about 1%. Instructions
 in the kernel (system calls) are not counted. Needs valgrind (apt install valgrind); a run takes a few
 minutes per checkout. Not part of CI. With --tracing each checkout drains once per sampler named, `off` being
-no [tracing], and the ratio of each to the first is printed; spans are exported in full batches and at stop
-only (see `traced`).
+no [tracing], and the ratio of each to the first is printed; spans are exported in full batches (of 512, or
+--export-batch) and at stop only (see `traced`).
 """
 
 from __future__ import annotations
@@ -45,26 +47,31 @@ def parse_args() -> argparse.Namespace:
                                                         "loaded machine under callgrind needs more)")
     parser.add_argument("--tracing", default="off",
                         help="comma-separated: off (no [tracing]) or OTEL_TRACES_SAMPLER[:OTEL_TRACES_SAMPLER_ARG]")
+    parser.add_argument("--export-batch", type=int, default=512,
+                        help="spans a traced drain exports at once (OTEL_BSP_MAX_EXPORT_BATCH_SIZE): 8 with a 1 %% "
+                             "sampler is one export every 800 messages or so, as the tracing scenario's 200 ms timer "
+                             "makes them at its rate; the default, a full batch, leaves exports out of the figure")
     return parser.parse_args()
 
 
-def traced(bench: Bench, sampler: str) -> Traced | None:
+def traced(bench: Bench, sampler: str, batch: int = 512) -> Traced | None:
     """None for `off`; else spans sampled by SAMPLER[:ARG] to the OTLP collector, exported only in full batches
-    of 512 and at stop (OTEL_BSP_SCHEDULE_DELAY of an hour). An export's fixed cost (the HTTP request, requests'
+    of `batch` and at stop (OTEL_BSP_SCHEDULE_DELAY of an hour). An export's fixed cost (the HTTP request, requests'
     reading of the proxy variables) is paid once per export, and a timed export comes every few seconds
     however many spans wait: under callgrind, which runs the daemon some fifty times slower, a timer of 5 s
     (the SDK's default) or 200 ms (the tracing scenario's) makes tens of exports of a few spans each, where
     the same drain at full speed makes one or none, and how many depends on how long the drain took: with 5 s,
     a 1 % sampler's figure moved from 1.094x to 1.141x between two runs whose code differed by one call a
-    delivery."""
+    delivery. A batch counts them in by the messages instead of the clock."""
     if sampler == "off":
         return None
     name, _, argument = sampler.partition(":")
-    return Traced(bench.otlp.url, name, argument or None, (("OTEL_BSP_SCHEDULE_DELAY", "3600000"),))
+    return Traced(bench.otlp.url, name, argument or None,
+                  (("OTEL_BSP_SCHEDULE_DELAY", "3600000"), ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", str(batch))))
 
 
 def instructions(bench: Bench, daemon_bin: Path, label: str, messages: int, sampler: str = "off",
-                 timeout: float | None = None) -> int:
+                 timeout: float | None = None, batch: int = 512) -> int:
     """The instructions callgrind counted for one whole run of the daemon draining `messages`."""
     harness.DAEMON_BIN = daemon_bin
     name = unique(f"instructions-{label}")
@@ -73,7 +80,7 @@ def instructions(bench: Bench, daemon_bin: Path, label: str, messages: int, samp
     bench.sink.reset(0)
     worker = make_daemon(f"instructions-{label}", bench.fauxqs.url, queues=[name], sink_url=bench.sink.url,
                          concurrency=50, poll_for=1, extra=(f"--max-messages={messages}",),
-                         traced=traced(bench, sampler))
+                         traced=traced(bench, sampler, batch))
     out = RESULTS / f"callgrind-{label}-{messages}.out"
     worker.argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *worker.argv]
     worker.env["PYTHONHASHSEED"] = "0"
@@ -105,8 +112,8 @@ def main() -> int:
         for name, daemon_bin in bins.items():
             for sampler in samplers:
                 label = name if sampler == "off" else f"{name}-{sampler.replace(':', '-').replace('.', '')}"
-                small = instructions(bench, daemon_bin, label, args.small, sampler, args.timeout)
-                large = instructions(bench, daemon_bin, label, args.large, sampler, args.timeout)
+                small = instructions(bench, daemon_bin, label, args.small, sampler, args.timeout, args.export_batch)
+                large = instructions(bench, daemon_bin, label, args.large, sampler, args.timeout, args.export_batch)
                 per_message[(name, sampler)] = (large - small) / (args.large - args.small)
                 print(f"  {name} ({daemon_bin.parent.parent}), tracing {sampler}: "
                       f"{per_message[(name, sampler)]:,.0f} instructions per message "
