@@ -1,16 +1,20 @@
 """Finished spans on their way to the collector: a bounded buffer that `on_end` only appends to, and one loop
 that exports it in batches. A collector that is down or slow holds up the loop, never a delivery; past the
-buffer's size spans are dropped, counted (`SpansDropped`), and said once per interval in a WARNING."""
+buffer's size spans are dropped, counted (`SpansDropped`), and said once per interval in a WARNING. The
+exporter's HTTP session reads the environment once (`SettledSession`)."""
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import gevent
 import gevent.event
+import requests
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -19,6 +23,35 @@ from ..metrics import OVERALL
 logger = logging.getLogger(__name__)
 
 Count = Callable[[str, str, int], None]
+# a session the SDK's exporter makes itself from a plugin these name (an AWS SigV4 signer, for one)
+CREDENTIAL_PROVIDERS = ("OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
+                        "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER")
+
+
+class SettledSession(requests.Session):
+    """requests' Session for the OTLP exporter, with what requests reads from the environment at every request,
+    the proxy variables (HTTPS_PROXY, NO_PROXY: the whole environment walked twice) and REQUESTS_CA_BUNDLE, read
+    at the first export and kept: the daemon's environment does not change while it runs. A third of an export's
+    CPU here, more in a pod whose environment holds its cluster's service variables."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settled: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def merge_environment_settings(self, url: str, proxies: Any, stream: Any, verify: Any,
+                                   cert: Any) -> dict[str, Any]:
+        if proxies:  # a request's own proxies (the exporter passes none): merged each time, as requests does
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+        key = (url, stream, verify, tuple(cert) if isinstance(cert, list) else cert)
+        settled = self.settled.get(key)
+        if settled is None:
+            settled = self.settled[key] = super().merge_environment_settings(url, proxies, stream, verify, cert)
+        return {**settled, "proxies": dict(settled["proxies"])}
+
+
+def exporter_session() -> requests.Session | None:
+    """None where the SDK's exporter is to make its own session (a credential provider is named)."""
+    return None if any(os.environ.get(name) for name in CREDENTIAL_PROVIDERS) else SettledSession()
 
 
 class SpanBuffer:

@@ -21,7 +21,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from .. import __version__
 from ..config.model import Config
 from . import encoding
-from .export import Count, SpanBuffer
+from .export import Count, SpanBuffer, exporter_session
 from .attributes import REPEATING
 from .current import TraceIds
 from .spans import Tracing
@@ -57,7 +57,7 @@ def build_tracing(config: Config, count: Count) -> TracingParts:
     resource = FixedResource(resource)
     tracing = config.tracing
     encoding.install(trace_exporter, encoding.SpanEncoder(REPEATING))
-    buffer = SpanBuffer(OTLPSpanExporter(), count, max_queue_size=tracing.max_queue_size,
+    buffer = SpanBuffer(OTLPSpanExporter(session=exporter_session()), count, max_queue_size=tracing.max_queue_size,
                         batch_size=tracing.max_export_batch_size, delay_seconds=tracing.schedule_delay_seconds,
                         report_seconds=config.metrics_interval)
     provider = TracerProvider(resource=resource)  # the sampler: OTEL_TRACES_SAMPLER (parent-based, always on)
