@@ -21,9 +21,9 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from .. import __version__
 from ..config.model import Config
 from . import encoding
-from .export import Count, SpanBuffer, exporter_session
 from .attributes import REPEATING
 from .current import TraceIds
+from .export import Count, SpanBuffer, exporter_session
 from .spans import Tracing
 
 DEFAULT_SERVICE = "workerless"
