@@ -103,19 +103,19 @@ class Tracing:
         """The delivery's span, current from now on; each HTTP message gets the headers that carry it."""
         first = messages[0]
         trace_id: int | None = None
+        delivery: Delivery | None = None
         if (self.ratio_bound is not None and not is_batch and "traceparent" not in first.message_attributes
-                and "AWSTraceHeader" not in first.attributes):
+                and "AWSTraceHeader" not in first.attributes):  # no context: parent_of's own first check, inline
             # Parentless under the SDK's ratio sampler: above its bound (99 in 100 at a 1 % ratio) the sampler's
             # own comparison drops it, and the delivery is its ids, the headers what outgoing_headers would write.
             trace_id = self.new_trace_id()
             if trace_id & RATIO_LIMIT >= self.ratio_bound:
                 delivery = Delivery(trace_id, self.new_span_id(), NOT_SAMPLED, NO_STATE, None)
                 first.trace_headers = {"traceparent": traceparent(trace_id, delivery.span_id, 0)}
-                (CURRENT.get() or held()).delivery = delivery
-                return delivery
-        delivery = self.decided(queue, target, messages, is_batch, trace_id)
-        if not is_batch:
-            first.trace_headers = outgoing_headers(delivery, first)
+        if delivery is None:
+            delivery = self.decided(queue, target, messages, is_batch, trace_id)
+            if not is_batch:
+                first.trace_headers = outgoing_headers(delivery, first)
         (CURRENT.get() or held()).delivery = delivery  # until its finish, or the greenlet's next
         return delivery
 
