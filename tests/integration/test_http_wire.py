@@ -30,7 +30,7 @@ from tests.support.collector import left_in_cycles
 from tests.support.moto import free_port
 from tests.support.raw_http import read_request
 from tests.support.tls import self_signed_certificate
-from workerless_gevent.wire.http import Connections, DeadlineExceeded, literal_family, tls_context
+from workerless_gevent.wire.http import Connections, DeadlineExceeded, tls_context
 from workerless_gevent.wire.parsing import Reply, ReplyParser
 
 PACE = 0.001  # between the writes of an answer sent in pieces, so each piece likely gets a read of its own
@@ -618,70 +618,6 @@ def test_connection_refused_is_raised_and_releases_the_slot(pool: Callable[..., 
         with within(5), pytest.raises(ConnectionRefusedError):
             connections.exchange(request())
 
-
-
-class CountingResolver:
-    """The hub's resolver, counting the lookups asked of it (each one a hop to gevent's thread pool)."""
-
-    def __init__(self, resolver: Any) -> None:
-        self.resolver = resolver
-        self.lookups: list[Any] = []
-
-    def getaddrinfo(self, host: Any, *args: Any, **kwargs: Any) -> Any:
-        self.lookups.append(host)
-        return self.resolver.getaddrinfo(host, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.resolver, name)
-
-
-@pytest.mark.parametrize(("host", "lookups"), [("127.0.0.1", 0), ("localhost", 2)])
-def test_an_address_connects_without_a_lookup_and_a_name_is_looked_up_at_each_connection(
-    serve: Callable[..., RawServer], host: str, lookups: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    server = serve(lambda peer, request: (peer.send(reply()), peer.close()))  # one answer a connection
-    hub = gevent.get_hub()
-    counting = CountingResolver(hub.resolver)
-    monkeypatch.setattr(hub, "resolver", counting)
-    connections = Connections(host, server.port, limit=1, connect_timeout=2, read_timeout=5)
-    try:
-        for _ in range(2):
-            assert connections.exchange(request()) == Reply(200, {}, b"ok")
-    finally:
-        connections.close()
-    assert len(server.peers) == 2
-    assert counting.lookups == [host] * lookups  # a name's address may change: it is asked each time
-
-
-@pytest.mark.parametrize(("host", "family"), [
-    ("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6), ("2001:db8::5", socket.AF_INET6),
-    ("localhost", None), ("sqs.eu-west-1.amazonaws.com", None),
-    ("fe80::1%eth0", None),  # a zone: getaddrinfo finds its interface
-    ("127.1", None),  # inet_aton's short form: the resolver reads it as 127.0.0.1, as before
-])
-def test_only_an_address_as_written_skips_the_resolver(host: str, family: int | None) -> None:
-    assert literal_family(host) == family
-
-
-def test_a_connection_to_an_ipv6_address_needs_no_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
-    try:
-        listener = gevent.socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        listener.bind(("::1", 0))
-    except OSError as error:
-        pytest.skip(f"no IPv6 loopback here: {error}")
-    listener.listen(1)
-    server = StreamServer(listener, lambda sock, address: (read_request(sock, b""), sock.sendall(reply())))
-    server.start()
-    hub = gevent.get_hub()
-    counting = CountingResolver(hub.resolver)
-    monkeypatch.setattr(hub, "resolver", counting)
-    connections = Connections("::1", listener.getsockname()[1], limit=1, connect_timeout=2, read_timeout=5)
-    try:
-        assert connections.exchange(request()) == Reply(200, {}, b"ok")
-    finally:
-        connections.close()
-        server.stop(timeout=1)
-    assert counting.lookups == []
 
 
 # ------------------------------------------------------------------ close()

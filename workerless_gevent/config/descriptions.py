@@ -121,7 +121,8 @@ KEYS: tuple[Key, ...] = (
     Key("targets.<name>.type", HttpTargetConfig, "type", "An HTTP target: one POST per message, as aws-sqsd "
         "sends.", Choices(("http", "lambda"))),
     Key("targets.<name>.url", HttpTargetConfig, "url", "Where each message is POSTed (Beanstalk: HTTP path). A "
-        "`beanstalk.sqsd.path` message attribute replaces the path. Required.",
+        "`beanstalk.sqsd.path` message attribute replaces the path. An IP address is connected to as written; a "
+        "host name is looked up for a new connection at most every 5 s, and again after a failed one. Required.",
         allowed="an `http://` or `https://` URL with a host", example="http://127.0.0.1:8080/"),
     Key("targets.<name>.content_type", HttpTargetConfig, "content_type", "The `Content-Type` of every POST "
         "(Beanstalk: MIME type).", allowed="a non-empty string", example="application/json"),

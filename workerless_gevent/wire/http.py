@@ -10,7 +10,6 @@ only the headers the caller names are kept. About 35 µs per POST, measured the 
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import select
 import socket
@@ -24,6 +23,7 @@ import gevent.lock
 import gevent.socket
 from gevent.monkey import get_original
 
+from .connecting import Addresses, set_tcp_keepalive
 from .parsing import HTTPParseError, Reply, ReplyParser
 
 BLOCK_SIZE = 65536
@@ -64,7 +64,7 @@ class Connections:
                  keep_headers_of_errors_only: bool = False, keep_body: bool = True,
                  keepalive_idle: float = math.inf, tcp_keepalive: bool = False) -> None:
         self.address = (host, port)
-        self.family = literal_family(host)
+        self.addresses = Addresses(host, port)
         # A connection idle this long is closed, not reused: servers close idle keep-alive connections
         # after a few seconds (gunicorn 2, Node and uvicorn 5), and a request written as they do is lost.
         self.keepalive_idle = keepalive_idle
@@ -213,16 +213,7 @@ class Connections:
             timeout = min(timeout, deadline - time.monotonic())
             if timeout <= 0:
                 raise DeadlineExceeded("no connection before the deadline")
-        if self.family is None:
-            sock = gevent.socket.create_connection(self.address, timeout=timeout)
-        else:  # an address already: no lookup, which gevent makes in a thread (about 150 µs a connection here)
-            sock = gevent.socket.socket(self.family, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(timeout)
-                sock.connect(self.address)
-            except BaseException:
-                sock.close()
-                raise
+        sock = self.addresses.connect(timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.tcp_keepalive:
@@ -234,18 +225,6 @@ class Connections:
             sock.close()
             raise
         return sock
-
-
-def literal_family(host: str) -> int | None:
-    """AF_INET or AF_INET6 when `host` is an IP address as written (a name, or an address with a zone,
-    needs the resolver): its connections skip the lookup."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return None
-    if "%" in host:
-        return None
-    return socket.AF_INET if address.version == 4 else socket.AF_INET6
 
 
 def wait_readable(sock: gevent.socket.socket) -> None:
@@ -274,15 +253,6 @@ def host_header(host: str, port: int | None, scheme: str) -> str:
     if port is not None and port != {"http": 80, "https": 443}.get(scheme):
         host = f"{host}:{port}"
     return host
-
-
-def set_tcp_keepalive(sock: gevent.socket.socket) -> None:
-    """Probe a silent peer after 30 s (every 10 s, 3 times): a long poll on a connection that a NAT or
-    load balancer dropped then fails in about a minute instead of waiting for the read timeout."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
-        if hasattr(socket, option):
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 def tls_context(ca_bundle: str | None) -> ssl.SSLContext:
