@@ -12,12 +12,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import gevent
+import gevent.event
 import gevent.socket
 import pytest
 from gevent.server import StreamServer
 
+from tests.support import wait_until
 from tests.support.moto import free_port
 from tests.support.raw_http import read_request
+from workerless_gevent.wire import connecting
 from workerless_gevent.wire.connecting import Addresses, literal_family
 from workerless_gevent.wire.http import Connections
 from workerless_gevent.wire.parsing import Reply
@@ -28,18 +31,25 @@ MADE_UP = "two-addresses.test"  # a name only the counting resolver knows
 
 
 class CountingResolver:
-    """The hub's resolver, counting lookups; `MADE_UP` resolves to `made_up` (family, sockaddr) pairs."""
+    """The hub's resolver, counting lookups; `MADE_UP` resolves to `made_up` (family, sockaddr) pairs once
+    `answer` is set (a lookup on its way until then), or fails with `failure` if that is set."""
 
     def __init__(self, resolver: Any) -> None:
         self.resolver = resolver
         self.lookups: list[str] = []
         self.made_up: list[tuple[int, Any]] = []
+        self.answer = gevent.event.Event()
+        self.answer.set()
+        self.failure: OSError | None = None
 
     def getaddrinfo(self, host: str, *args: Any, **kwargs: Any) -> Any:
         self.lookups.append(host)
-        if host == MADE_UP:
-            return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", sockaddr) for family, sockaddr in self.made_up]
-        return self.resolver.getaddrinfo(host, *args, **kwargs)
+        if host != MADE_UP:
+            return self.resolver.getaddrinfo(host, *args, **kwargs)
+        self.answer.wait()
+        if self.failure is not None:
+            raise self.failure
+        return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", sockaddr) for family, sockaddr in self.made_up]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.resolver, name)
@@ -50,6 +60,7 @@ def resolver(monkeypatch: pytest.MonkeyPatch) -> CountingResolver:
     hub = gevent.get_hub()
     counting = CountingResolver(hub.resolver)
     monkeypatch.setattr(hub, "resolver", counting)
+    monkeypatch.setattr(connecting, "NAME_SECONDS", 60.0)  # far longer than any test here, on any machine
     return counting
 
 
@@ -137,6 +148,44 @@ def test_the_next_address_is_tried_when_the_first_refuses(app: App, resolver: Co
     resolver.made_up = [(socket.AF_INET, ("127.0.0.1", free_port())), (socket.AF_INET, ("127.0.0.1", app.port))]
     exchange_twice(MADE_UP, app.port)
     assert app.connections == 2 and resolver.lookups == [MADE_UP]  # a refusal with a connection after it keeps them
+
+
+def test_a_family_this_host_cannot_open_gives_way_to_the_next_address(app: App, resolver: CountingResolver) -> None:
+    no_such_family = 12345  # as AF_INET6 is to a host booted without IPv6: the socket itself fails
+    resolver.made_up = [(no_such_family, ("::1", app.port)), (socket.AF_INET, ("127.0.0.1", app.port))]
+    exchange_twice(MADE_UP, app.port)
+    assert app.connections == 2
+
+
+def test_connections_take_turns_over_the_addresses_of_the_preferred_family(resolver: CountingResolver) -> None:
+    apps = [App(), App()]
+    try:
+        resolver.made_up = [(socket.AF_INET, ("127.0.0.1", app.port)) for app in apps]
+        resolver.made_up.append((socket.AF_INET6, ("::1", free_port())))  # another family: tried only after them
+        addresses = Addresses(MADE_UP, 80)
+        for _ in range(4):
+            addresses.connect(2).close()
+        wait_until(lambda: sum(app.connections for app in apps) == 4, 5, message="the apps saw fewer connections")
+        assert [app.connections for app in apps] == [2, 2]  # as DNS rotating its answers spread them
+        assert resolver.lookups == [MADE_UP]
+    finally:
+        for app in apps:
+            app.server.stop(timeout=1)
+
+
+def test_a_failed_lookup_is_the_answer_of_every_connection_that_waited_for_it(resolver: CountingResolver) -> None:
+    resolver.answer.clear()
+    resolver.failure = socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+    addresses = Addresses(MADE_UP, 80)
+    waiting = [gevent.spawn(addresses.connect, 2) for _ in range(10)]
+    wait_until(lambda: resolver.lookups == [MADE_UP], 5, message="no lookup started")
+    resolver.answer.set()
+    gevent.joinall(waiting, timeout=10)
+    assert all(isinstance(connect.exception, socket.gaierror) for connect in waiting)
+    assert resolver.lookups == [MADE_UP]  # one lookup, one failure for all: not ten in a row
+    with pytest.raises(socket.gaierror):
+        addresses.connect(2)  # a connection asked for after the failure looks the name up again
+    assert resolver.lookups == [MADE_UP] * 2
 
 
 def test_a_name_without_addresses_is_an_os_error(resolver: CountingResolver) -> None:

@@ -619,7 +619,6 @@ def test_connection_refused_is_raised_and_releases_the_slot(pool: Callable[..., 
             connections.exchange(request())
 
 
-
 # ------------------------------------------------------------------ close()
 
 

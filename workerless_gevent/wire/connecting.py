@@ -23,46 +23,70 @@ class Addresses:
     """The addresses of (host, port). A name is looked up again after `keep_seconds`, and at once after a
     connection to none of its addresses opened."""
 
-    def __init__(self, host: str, port: int, keep_seconds: float = NAME_SECONDS) -> None:
+    def __init__(self, host: str, port: int, keep_seconds: float | None = None) -> None:
         self.host = host
         self.port = port
-        self.keep_seconds = keep_seconds
+        self.keep_seconds = NAME_SECONDS if keep_seconds is None else keep_seconds
         family = literal_family(host)
         self.is_literal = family is not None
         self.known: list[Address] = [] if family is None else [(family, (host, port))]
         self.looked_up_at = -math.inf
         self.lookup = gevent.lock.Semaphore()  # one lookup at a time: connections waiting for it take its answer
+        self.failure: OSError | None = None  # of the latest lookup, if it failed, and when it ended
+        self.failed_at = -math.inf
+        self.turns = 0  # connections opened: each starts at the next of the preferred addresses
 
     def current(self) -> list[Address]:
         if self.is_literal or time.monotonic() < self.looked_up_at + self.keep_seconds:
             return self.known
+        asked_at = time.monotonic()
         with self.lookup:
-            if time.monotonic() >= self.looked_up_at + self.keep_seconds:
+            if time.monotonic() < self.looked_up_at + self.keep_seconds:
+                return self.known  # looked up while this one waited
+            if self.failure is not None and self.failed_at >= asked_at:
+                raise self.failure.with_traceback(None)  # the lookup this one waited for failed: one answer for all
+            try:
                 found = gevent.socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
-                self.known = [(family, sockaddr) for family, _, _, _, sockaddr in found]
-                self.looked_up_at = time.monotonic()
+            except OSError as error:
+                self.failure, self.failed_at = error, time.monotonic()
+                raise
+            self.known = [(family, sockaddr) for family, _, _, _, sockaddr in found]
+            self.looked_up_at = time.monotonic()
             return self.known
 
     def forget(self) -> None:
         """The next connection looks the name up again."""
         self.looked_up_at = -math.inf
 
+    def in_turn(self) -> list[Address]:
+        """The addresses in the order to try them: the lookup's, except that the first family's addresses take
+        turns at being first, so that the connections spread over them as DNS rotating its answers spread
+        them when each connection looked the name up."""
+        known = self.current()
+        preferred = next((index for index, (family, _) in enumerate(known) if family != known[0][0]), len(known))
+        if preferred < 2:
+            return known
+        start = self.turns % preferred
+        self.turns += 1
+        return known[start:preferred] + known[:start] + known[preferred:]
+
     def connect(self, timeout: float) -> gevent.socket.socket:
-        """A connection to the first address that takes one, each tried for `timeout`, in the order of the
-        lookup (as `socket.create_connection` tries them)."""
+        """A connection to the first address that takes one, each tried for `timeout` (as
+        `socket.create_connection` tries them)."""
         failure: OSError | None = None
-        for family, sockaddr in self.current():
-            sock = gevent.socket.socket(family, socket.SOCK_STREAM)
+        for family, sockaddr in self.in_turn():
+            sock: gevent.socket.socket | None = None
             try:
+                sock = gevent.socket.socket(family, socket.SOCK_STREAM)  # a family this host lacks fails here
                 sock.settimeout(timeout)
                 sock.connect(sockaddr)
                 return sock
-            except OSError as error:
-                sock.close()
+            except BaseException as error:
+                if sock is not None:
+                    sock.close()
+                if not isinstance(error, OSError):
+                    raise
                 failure = error
-            except BaseException:
-                sock.close()
-                raise
         self.forget()
         raise failure or OSError(f"no address found for {self.host}")
 
