@@ -78,6 +78,19 @@ def test_check_prints_the_effective_config_without_contacting_aws(
     assert counting_proxy.requests == []
 
 
+def test_check_warns_of_slots_that_would_wait_for_a_connection(
+    proxied_env: dict[str, str], counting_proxy: CountingProxy, tmp_path: Path,
+) -> None:
+    config = good_config(tmp_path, "no-such-queue")
+    done = cli(["check", "-c", str(config), "--concurrency=200"], proxied_env)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: target default:")]
+    assert len(warnings) == 1 and "max_connections = 50 is below the 200 deliveries" in warnings[0], done.stderr
+    done = cli(["check", "-c", str(config)], proxied_env)  # 50 slots, 50 connections: as Beanstalk pairs them
+    assert done.returncode == 0 and "max_connections" not in done.stderr, done.stderr
+    assert counting_proxy.requests == []
+
+
 def test_check_online_resolves_queues(
     proxied_env: dict[str, str], counting_proxy: CountingProxy, tmp_path: Path,
     make_queue: Callable[..., Queue],

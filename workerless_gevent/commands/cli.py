@@ -228,14 +228,14 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
             target["headers"] = dict.fromkeys(target["headers"], "(set, hidden)")
     effective["aws"]["region"] = region  # the one the daemon would use, wherever it came from
     print(json.dumps(effective, indent=2, default=str))
-    from ..lifecycle.assembly import build_parts, dead_letter_warnings
+    from ..lifecycle.assembly import build_parts, config_warnings
 
     if config.tracing is not None:
         print("tracing: a span per delivery over OTLP/HTTP; endpoint, headers, sampler and service name from the "
               "OTEL_* environment variables (default http://localhost:4318/v1/traces)", file=sys.stderr)
     if not online:
         print(f"region: {region} (from {where})", file=sys.stderr)
-        for warning in dead_letter_warnings(config):
+        for warning in config_warnings(config):
             print(f"warning: {warning}", file=sys.stderr)
         return ExitStatus.OK
     from ..aws.clients import build_clients
@@ -251,7 +251,7 @@ def check(config: Config, online: bool, session: Any, region: str, where: str) -
         print(f"workerless: {error}", file=sys.stderr)
         return ExitStatus.ERROR
     print(f"region: {region} (from {where})", file=sys.stderr)
-    for warning in dead_letter_warnings(config, parts.queues):
+    for warning in config_warnings(config, parts.queues):
         print(f"warning: {warning}", file=sys.stderr)
     print("online check passed: every queue resolved", file=sys.stderr)
     return ExitStatus.OK

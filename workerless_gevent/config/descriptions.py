@@ -131,7 +131,9 @@ KEYS: tuple[Key, ...] = (
     Key("targets.<name>.inactivity_timeout", HttpTargetConfig, "inactivity_timeout", "Seconds to wait for the "
         "answer; no answer is a failure.", Range(1, 1800)),
     Key("targets.<name>.max_connections", HttpTargetConfig, "max_connections", "Connections to the app at most "
-        "(Beanstalk: HTTP connections).", Range(1, 10000)),
+        "(Beanstalk: HTTP connections). Below the deliveries that can reach the target at once (`concurrency`, "
+        "or the target's or its queues' `max_concurrency`), `check` and the start warn: the other slots would "
+        "wait for a connection.", Range(1, 10000)),
     Key("targets.<name>.keepalive_idle", HttpTargetConfig, "keepalive_idle", "Seconds a kept-alive connection "
         "may sit idle before it is closed: keep it below the app server's own idle timeout.", Range(0, 3600)),
     Key("targets.<name>.ready_path", HttpTargetConfig, "ready_path", "Receive nothing for this target's queues "

@@ -45,6 +45,28 @@ def resolve_queue(sqs: Any, config: QueueConfig, registry: Registry) -> SqsQueue
     return queue
 
 
+def config_warnings(config: Config, queues: dict[str, SqsQueue] | None = None) -> list[str]:
+    """What `check` and the start warn of: settings that work, but not as their writer likely meant."""
+    return dead_letter_warnings(config, queues) + connection_warnings(config)
+
+
+def connection_warnings(config: Config) -> list[str]:
+    """An HTTP target with fewer connections than the deliveries that can reach it at once keeps the other slots
+    waiting for a connection, their messages received and hidden meanwhile (Beanstalk ties both to one setting)."""
+    warnings = []
+    for name, target in config.targets.items():
+        if not isinstance(target, HttpTargetConfig):
+            continue
+        from_queues = sum(queue.max_concurrency or config.concurrency for queue in config.queues if queue.target == name)
+        at_once = min(config.concurrency, target.max_concurrency or config.concurrency, from_queues)
+        if target.max_connections < at_once:
+            warnings.append(f"target {name}: max_connections = {target.max_connections} is below the {at_once} "
+                            f"deliveries that can reach it at once (concurrency = {config.concurrency}): the others "
+                            f"wait for a connection, their messages received and hidden; raise max_connections as far "
+                            f"as the app can take, or set the target's max_concurrency")
+    return warnings
+
+
 def dead_letter_warnings(config: Config, queues: dict[str, SqsQueue] | None = None) -> list[str]:
     """A queue with neither our dead_letter_queue nor an SQS redrive policy retries a poison message forever."""
     warnings = []

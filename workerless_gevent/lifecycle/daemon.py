@@ -31,7 +31,7 @@ from ..observability.status import StatusServer
 from ..periodic.scheduler import build_scheduler
 from ..supervision import spawn_supervised
 from . import hangup
-from .assembly import Parts, dead_letter_warnings
+from .assembly import Parts, config_warnings
 from .runtime import settle_runtime
 from .engine import Engine
 from .reload import reload_configuration
@@ -238,7 +238,7 @@ class Daemon:
         logger.info("workerless started: queues=%s strategy=%s concurrency=%d targets=[%s]",
                     ",".join(f"{q.name}:{q.weight}" for q in config.queues), config.polling.strategy,
                     config.concurrency, targets)
-        for warning in dead_letter_warnings(config, self.parts.queues):
+        for warning in config_warnings(config, self.parts.queues):
             logger.warning("%s", warning)
         for target in config.targets.values():
             if isinstance(target, HttpTargetConfig) and not is_loopback(target.url) and not is_authenticated(target):
