@@ -218,3 +218,27 @@ def test_a_sighup_while_starting_is_held_and_the_file_read_again_once_running(
     http_app.wait_for_requests(1, timeout=20)
     assert [request.path for request in http_app.requests] == ["/v2"]
     assert proc.alive()
+
+
+def test_slots_that_would_wait_for_a_connection_are_warned_of_at_start_and_at_a_reload(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    queue = make_queue()
+
+    def config(concurrency: int) -> Path:
+        return build_config_file(tmp_path, concurrency=concurrency, shutdown_timeout=10, queues=[{"name": queue.name}],
+                                 targets={"default": {"type": "http", "url": f"{http_app.url}/v1",
+                                                      "max_connections": 2}})
+
+    proc = daemon(["-c", str(config(3))], env=aws_env)
+    proc.wait_for_output("workerless started", timeout=30)
+    proc.wait_for_output("target default: max_connections = 2 is below the 3 deliveries that can reach it at once",
+                         timeout=10)
+    config(4)
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload applied", timeout=20)
+    assert "reload: target default: max_connections = 2 is below the 4 deliveries" in proc.output(), proc.output()
+    sqs.send_message(QueueUrl=queue.url, MessageBody="after")  # the warning stops nothing
+    wait_until(lambda: "after" in arrivals(http_app), 20, message=lambda: proc.output()[-3000:])
+    assert proc.stop(timeout=20) == 0

@@ -19,7 +19,7 @@ from ..config.model import Config, LambdaTargetConfig
 from ..errors import ConfigError, StartupError
 from ..fleet.membership import fleet_limits
 from ..logs import configure_logging
-from .assembly import build_target, resolve_dead_letter_queue, resolve_queue
+from .assembly import build_target, connection_warnings, resolve_dead_letter_queue, resolve_queue
 from .engine import Engine, Successors
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ def reload_configuration(engine: Engine, running: Config, load: Callable[[], Con
         return running
     if {"log_format", "log_level"} & set(changes.settings):
         configure_logging(config.log_format, config.log_level)
+    for warning in connection_warnings(config):
+        logger.warning("reload: %s", warning)
     logger.info("reload: applying %s", changes.summary())
     if apply(engine, config, changes, successors):
         logger.info("reload applied: %s", changes.summary())
