@@ -18,6 +18,7 @@ import base64
 import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -99,11 +100,11 @@ class MotoInvocation:
 
 
 class MotoServer:
-    """moto's server (SQS calls made atomic, `moto_main.py`) on a free 127.0.0.1 port, docker-free Lambda on."""
+    """moto's server (SQS calls made atomic, `moto_main.py`) on a 127.0.0.1 port of its choosing, docker-free Lambda on."""
 
     def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = 0  # chosen by the server itself at start (a port picked here first could be taken meanwhile)
+        self.url = ""
         self.log_path = workdir / "moto.log"
         self.recording_path = workdir / "moto-recording.jsonl"
         self.process: subprocess.Popen[bytes] | None = None
@@ -113,7 +114,7 @@ class MotoServer:
         env["MOTO_RECORDER_FILEPATH"] = str(self.recording_path)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-P", str(Path(__file__).with_name("moto_main.py")), "-H", "127.0.0.1", "-p", str(self.port)],
+                [sys.executable, "-P", str(Path(__file__).with_name("moto_main.py")), "-H", "127.0.0.1", "-p", "0"],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -124,14 +125,24 @@ class MotoServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"moto server exited {self.process.returncode}: {self.log()}")
             try:
+                self.port = self.port or self.listening_port()
+                self.url = f"http://127.0.0.1:{self.port}"
                 self.api("/moto-api/config")
                 break
-            except OSError:
+            except (OSError, LookupError):
                 if time.monotonic() >= deadline:
                     self.stop()
                     raise RuntimeError(f"moto server not up after {timeout}s: {self.log()}")
                 time.sleep(0.05)
         self.api("/moto-api/config", {"lambda": {"use_docker": False}})
+
+    def listening_port(self) -> int:
+        """The port werkzeug says it listens on (LookupError until it has said so). Binding port 0 in the
+        server leaves no gap in which another process, a test suite of another Python say, takes the port."""
+        found = re.search(r"Running on http://127\.0\.0\.1:(\d+)", self.log_path.read_text(errors="replace"))
+        if found is None:
+            raise LookupError("moto is not listening yet")
+        return int(found.group(1))
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
