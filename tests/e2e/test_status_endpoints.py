@@ -163,17 +163,23 @@ def test_status_shows_starting_queues_rates_and_the_last_error_of_queues_and_tar
     first, second = make_queue(), make_queue()
     http_app.respond = lambda request: (500, {}, b"no") if request.body == b"fail" else (200, {}, b"")
     counting_proxy.delays["ReceiveMessage"] = 3.0  # the first receives are still on their way
+    backlog_read = counting_proxy.hold(  # and so are the first backlog reads (not the start's own attributes)
+        lambda action, params: action == "GetQueueAttributes" and "ApproximateNumberOfMessages" in json.dumps(params))
     proc = daemon(["-c", str(status_config(tmp_path, http_app, [first, second]))], env=proxied_env)
     url = status_url(proc, timeout=20)
     document = json.loads(http_get(url + "/status")[2])
     assert [queue["state"] for queue in document["queues"]] == ["starting", "starting"]  # never polled: not ready
     queues_section = http_get(url + "/")[2].split('<section id="queues">')[1].split("</section>")[0]
     assert queues_section.count('class="starting">starting<') == 2 and ">ready<" not in queues_section
-    assert [queue["backlog"] for queue in document["queues"]] == [None, None]  # no Backlog gauge in this run
+    assert [queue["backlog"] for queue in document["queues"]] == [None, None]  # not read yet: no value, not 0
     metrics = samples(http_get(url + "/metrics")[2])
     assert metrics[("workerless_queue_state", (("queue", first.name), ("state", "starting")))] == 1
     assert metrics[("workerless_queue_state", (("queue", first.name), ("state", "ready")))] == 0
+    assert not any(name == "workerless_backlog" for name, _ in metrics)
     counting_proxy.delays["ReceiveMessage"] = 0.0
+    backlog_read.set()
+    wait_until(lambda: [queue["backlog"] for queue in json.loads(http_get(url + "/status")[2])["queues"]] == [0, 0],
+               timeout=15, message="the backlog never read as 0 once released")
 
     wait_until(lambda: all(queue["state"] in ("ready", "idle")
                            for queue in json.loads(http_get(url + "/status")[2])["queues"]), timeout=15)

@@ -3,7 +3,8 @@
 Point a subprocess at it with `AWS_ENDPOINT_URL=proxy.url`. Requests are forwarded unchanged
 (Host included, so moto builds the same queue URLs the client would see) and recorded with their
 action (`X-Amz-Target` suffix for JSON protocols, `Action` for query ones), their parameters,
-and when they started and ended. `delays[action]` holds that action back, to widen races.
+and when they started and ended. `delays[action]` holds that action back, to widen races;
+`hold(matches)` holds the matching requests until the returned event is set, to close one.
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ import http.client
 import json
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import gevent
+import gevent.event
 
 from .http_app import RecordingServer, Reply, headers_from_environ
 
+HOLD_SECONDS = 60.0
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "te", "upgrade"}
 
 
@@ -54,6 +58,7 @@ class CountingProxy(RecordingServer):
         self.upstream = upstream
         self.requests: list[ProxiedRequest] = []
         self.delays: dict[str, float] = {}  # action -> seconds to hold it before forwarding
+        self.holds: list[tuple[Callable[[str, dict[str, Any]], bool], gevent.event.Event]] = []
         parts = urlsplit(upstream)
         self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
 
@@ -67,12 +72,22 @@ class CountingProxy(RecordingServer):
         delay = self.delays.get(action, 0.0)
         if delay:
             gevent.sleep(delay)
+        for matches, released in list(self.holds):
+            if matches(action, params):
+                released.wait(HOLD_SECONDS)
         try:
             status, out, answer = self.forward(environ, headers, body)
         finally:
             record.ended = time.monotonic()
         record.status = status
         return status, out, answer
+
+    def hold(self, matches: Callable[[str, dict[str, Any]], bool]) -> gevent.event.Event:
+        """Hold every request for which `matches(action, params)` is true until the event is set (or
+        HOLD_SECONDS pass, so that a test which never sets it cannot hang a daemon for good)."""
+        released = gevent.event.Event()
+        self.holds.append((matches, released))
+        return released
 
     def forward(self, environ: dict[str, Any], headers: Any, body: bytes) -> Reply:
         """Send the request upstream unchanged (hop-by-hop headers aside); moto's answer, or a 502."""
