@@ -46,8 +46,9 @@ def test_the_getting_started_commands_run_against_the_demo(tmp_path: Path) -> No
             outputs[command] = result.stdout
         sent = [output for command, output in outputs.items() if " send " in command]
         assert sent and all(re.fullmatch(r"[0-9a-f-]{36}\n", output) for output in sent), sent
-        wait_until(lambda: '"order": 42' in demo.output(), timeout=30, message=lambda: demo.output()[-2000:])
-        assert "X-Aws-Sqsd-Attr-Tenant: acme" in demo.output()
+        # the demo app prints the body and each header as writes of their own: wait for both, not one then the other
+        wait_until(lambda: '"order": 42' in demo.output() and "X-Aws-Sqsd-Attr-Tenant: acme" in demo.output(),
+                   timeout=30, message=lambda: demo.output()[-2000:])
         by_name = {command.split()[1]: output for command, output in outputs.items() if command.startswith(".venv")}
         assert "payments-dlq" in by_name["stats"] and "dry run: 0 messages in payments-dlq" in by_name["redrive"]
         assert json.loads(by_name["check"])["queues"][0]["dead_letter_queue"] == "payments-dlq"

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gevent.event
 import pytest
 
 from tests.e2e.helpers import send_batch
@@ -25,7 +26,6 @@ UNSHARE_VARIANTS = (["unshare", "--pid", "--fork", "--mount-proc"],
                     ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"])
 MESSAGES = 12
 CONCURRENCY = 3
-HOLD_SECONDS = 1.5
 
 
 def instructions(text: str) -> list[tuple[str, str]]:
@@ -121,7 +121,8 @@ def test_as_pid_1_sigterm_stops_cleanly_and_loses_nothing(
     queue = make_queue()
     bodies = [f"pid1-{i}" for i in range(MESSAGES)]
     send_batch(sqs, queue.url, bodies)
-    http_app.delay = HOLD_SECONDS
+    released = gevent.event.Event()  # every delivery is held until PID 1 has its SIGTERM (60 s at most)
+    http_app.respond = lambda request: (released.wait(60), (200, {}, b""))[1]
     config = build_config_file(tmp_path, concurrency=CONCURRENCY, shutdown_timeout=10, queues=[{"name": queue.name}],
                                targets={"default": {"type": "http", "url": f"{http_app.url}/work"}})
     # The image's entry point and no arguments: the configuration comes from WORKERLESS_CONFIG, as deploy/ sets it.
@@ -137,6 +138,8 @@ def test_as_pid_1_sigterm_stops_cleanly_and_loses_nothing(
     assert len(held) == CONCURRENCY and http_app.in_flight == CONCURRENCY
 
     os.kill(inner, signal.SIGTERM)  # from outside the namespace, as the container runtime signals PID 1
+    proc.wait_for_output("stopping (SIGTERM)", timeout=30)
+    released.set()  # the held deliveries finish during the stop, and are deleted
     assert proc.wait_exit(timeout=30) == 0, proc.output()[-3000:]
     log = proc.output()
     assert "stopping (SIGTERM)" in log and "workerless stopped" in log

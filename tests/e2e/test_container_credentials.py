@@ -82,9 +82,9 @@ def test_a_container_endpoint_failing_at_renewal_keeps_the_current_credentials(
     child_sampler: ChildSampler,
 ) -> None:
     queue = make_queue()
+    credentials_endpoint.failing, credentials_endpoint.fail_after = True, 1  # the start's fetch only: renewals fail
     proc = start_on_the_endpoint(daemon, proxied_env, credentials_endpoint, queue, http_app, child_sampler)
     proc.wait_for_output("workerless started", timeout=60)
-    credentials_endpoint.failing = True  # every renewal fails from now on
     log = proc.wait_for_output("AWS credentials not renewed", timeout=60)
     assert "no AWS credentials from the container endpoint" in log and "trying again in 30 s" in log, log
     assert len(credentials_endpoint.requests) >= 4  # the start's fetch, then a renewal's 3 attempts

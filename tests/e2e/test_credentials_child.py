@@ -63,9 +63,9 @@ def test_a_failing_renewal_keeps_the_current_credentials_and_tries_again(
     tmp_path: Path,
 ) -> None:
     queue = make_queue()
+    credentials_endpoint.failing, credentials_endpoint.fail_after = True, 1  # the start's fetch only: renewals fail
     proc = start_on_container_credentials(daemon, proxied_env, credentials_endpoint, queue, http_app,
                                           tmp_path / "aws-config")
-    credentials_endpoint.stop()  # renewals fail from now on
     proc.wait_for_output("AWS credentials not renewed", timeout=60)
     sqs.send_message(QueueUrl=queue.url, MessageBody="still signed")
     assert http_app.wait_for_requests(1, timeout=30)[0].body == b"still signed"

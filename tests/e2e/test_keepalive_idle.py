@@ -27,6 +27,7 @@ class IdleClosingApp:
 
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
+        self.arrived: list[float] = []  # time.monotonic() of each body, in order
         self.connections = 0
         self.server = StreamServer(("127.0.0.1", 0), self.handle)
         self.server.start()
@@ -43,6 +44,7 @@ class IdleClosingApp:
                     return
                 request, buffer = read
                 self.bodies.append(request.partition(b"\r\n\r\n")[2])
+                self.arrived.append(time.monotonic())
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
         except (TimeoutError, OSError):
             return  # idle too long (or gone): close, as the app servers above do
@@ -70,10 +72,11 @@ def test_deliveries_spaced_past_the_apps_idle_timeout_are_neither_lost_nor_repea
                                targets={"default": {"type": "http", "url": f"{idle_closing_app.url}/work"}})
     proc = daemon(["-c", str(config)], env=aws_env)
     proc.wait_for_output("workerless started", timeout=30)
-    next_send = time.monotonic()
     for number in range(MESSAGES):
-        gevent.sleep(max(0.0, next_send - time.monotonic()))  # the pacing of the scenario, not a wait
-        next_send += SPACING_SECONDS
+        # the pacing of the scenario, not a wait: each message is sent SPACING_SECONDS after the previous one
+        # arrived, so its connection was idle past IDLE_CLOSE_SECONDS however late a loaded machine ran
+        next_send = idle_closing_app.arrived[-1] + SPACING_SECONDS if number else time.monotonic()
+        gevent.sleep(max(0.0, next_send - time.monotonic()))
         sqs.send_message(QueueUrl=queue.url, MessageBody=f"m{number}")
         wait_until(lambda: f"m{number}".encode() in idle_closing_app.bodies, 10,
                    message=lambda: f"m{number} not delivered; app got {idle_closing_app.bodies}")

@@ -13,7 +13,7 @@ from tests.e2e.test_status_endpoints import samples
 from tests.support import (CountingProxy, Daemon, HttpApp, MotoServer, Queue, build_config_file, count_messages,
                            status_url, wait_until)
 
-HOLD_SECONDS = 3.0  # each delivery takes this long, so nothing is deleted during the first read
+HOLD_SECONDS = 3.0  # each delivery takes this long: both slots busy for a whole metrics interval
 MESSAGES = 10
 CONCURRENCY = 2
 
@@ -45,12 +45,14 @@ def test_utilization_and_backlog_on_metrics_and_in_cloudwatch(
                                queues=[{"name": queue.name}, {"name": quiet.name}],
                                targets={"default": {"type": "http", "url": f"{http_app.url}/work"}},
                                tables={"status": {"listen": "127.0.0.1:0"}, "metrics": {"interval": 2}})
+    # Deletes are held at the proxy until the backlog was read: every message counts, however slow the test.
+    deletes = counting_proxy.hold(lambda action, params: action.startswith("DeleteMessage"))
     proc = daemon(["-c", str(config), f"--name={name}"], env=proxied_env)
     url = status_url(proc, timeout=30)
-    # The first read is made at the start, before the first delivery could be deleted: every message counts.
     wait_until(lambda: gauge(url, "workerless_backlog", quiet.name) is not None, 10, message="no backlog read")
     assert gauge(url, "workerless_backlog", queue.name) == MESSAGES
     assert gauge(url, "workerless_backlog", quiet.name) == 0
+    deletes.set()
     # Both slots hold a delivery for 3 s at a time: the average over the 2 s interval nears 1.
     busy = wait_until(lambda: (gauge(url, "workerless_utilization") or 0) >= 0.8 and gauge(url, "workerless_utilization"),
                       15, message=lambda: f"utilization {gauge(url, 'workerless_utilization')}")

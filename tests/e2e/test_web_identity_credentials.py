@@ -94,9 +94,9 @@ def test_sts_failing_at_renewal_keeps_the_current_credentials(
 ) -> None:
     (tmp_path / "token").write_text("pod-token")
     queue = make_queue()
+    sts.error, sts.error_after = (400, "InvalidIdentityToken"), 1  # the start's call only: every renewal fails
     proc = start_on_web_identity(daemon, proxied_env, sts, queue, http_app, child_sampler, tmp_path / "token")
     proc.wait_for_output("workerless started", timeout=60)
-    sts.error = (400, "InvalidIdentityToken")  # every renewal fails from now on; the first is due 4 s after the start
     log = proc.wait_for_output("AWS credentials not renewed", timeout=60)
     assert (f"no AWS credentials from STS AssumeRoleWithWebIdentity at {sts.url} for {ROLE} (1 attempt): "
             "InvalidIdentityToken: failing on purpose" in log and "trying again in 30 s" in log), log

@@ -64,12 +64,14 @@ class CredentialsRequest:
 
 
 class CredentialsEndpoint:
-    """`failing`: answer 500 (botocore and the daemon retry it, then give up); `lifetime`: seconds until the keys
-    handed out expire."""
+    """`failing`: answer 500 (botocore and the daemon retry it, then give up) once `fail_after` keys were handed
+    out (0: at once; 1: the start's fetch succeeds, every renewal fails, whenever it comes); `lifetime`: seconds
+    until the keys handed out expire."""
 
     def __init__(self, lifetime: float) -> None:
         self.lifetime = lifetime
         self.failing = False
+        self.fail_after = 0
         self.watched_pid: int | None = None
         self.requests: list[CredentialsRequest] = []
         self.tokens: list[str] = []  # handed out, in order
@@ -79,7 +81,7 @@ class CredentialsEndpoint:
         children = None if self.watched_pid is None else children_of(self.watched_pid)
         record = CredentialsRequest(environ.get("PATH_INFO", ""), environ.get("HTTP_AUTHORIZATION"), children, 500)
         self.requests.append(record)
-        if self.failing:
+        if self.failing and len(self.tokens) >= self.fail_after:
             return self.answer(start_response, "500 Internal Server Error", b'{"message": "failing on purpose"}')
         record.answered = 200
         token = f"token-{len(self.tokens) + 1}"

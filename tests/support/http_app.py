@@ -121,6 +121,7 @@ class HttpApp(RecordingServer):
         self.requests: list[RecordedRequest] = []
         self.respond: Callable[[RecordedRequest], Reply] = lambda req: (200, {}, b"")
         self.delay: float = 0.0
+        self.answered: dict[int, float] = {}  # id(request) -> time.monotonic() when its reply was made
 
     def set_status(
         self, status: int, headers: dict[str, str] | None = None, body: bytes = b""
@@ -146,7 +147,9 @@ class HttpApp(RecordingServer):
         self.requests.append(request)  # recorded on arrival, before the delay
         if self.delay:
             gevent.sleep(self.delay)
-        return request, self.respond(request)
+        reply = self.respond(request)
+        self.answered[id(request)] = time.monotonic()
+        return request, reply
 
     def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[RecordedRequest]:
         """Wait until at least `n` requests have arrived; return all of them."""

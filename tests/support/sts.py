@@ -24,6 +24,7 @@ class StsRequest:
     signed: bool  # an Authorization header came with it (botocore sends AssumeRoleWithWebIdentity unsigned)
     children: list[int] | None  # of `watched_pid` as the request came in; None when nothing was watched
     answered: int = 0  # the status given
+    expires: float | None = None  # the Expiration handed out (epoch seconds, whole as STS writes them)
 
     @property
     def token(self) -> str | None:
@@ -32,11 +33,13 @@ class StsRequest:
 
 class FakeSts:
     """`error`: answer every call with this (status, code) from now on (400 InvalidIdentityToken is not retried,
-    500 InternalFailure is, 3 attempts); `lifetime`: seconds until the keys handed out expire."""
+    500 InternalFailure is, 3 attempts), once `error_after` keys were handed out (0: at once; 1: every renewal
+    fails, whenever it comes); `lifetime`: seconds until the keys handed out expire."""
 
     def __init__(self, lifetime: float) -> None:
         self.lifetime = lifetime
         self.error: tuple[int, str] | None = None
+        self.error_after = 0
         self.watched_pid: int | None = None
         self.requests: list[StsRequest] = []
         self.tokens: list[str] = []  # session tokens handed out, in order
@@ -53,7 +56,7 @@ class FakeSts:
         return [body]
 
     def answer(self, request: StsRequest) -> tuple[int, bytes]:
-        if self.error is not None:
+        if self.error is not None and len(self.tokens) >= self.error_after:
             status, code = self.error
             return status, (f'<ErrorResponse xmlns="{NAMESPACE}"><Error><Type>Sender</Type><Code>{code}</Code>'
                             f"<Message>failing on purpose</Message></Error><RequestId>r-{len(self.requests)}"
@@ -61,7 +64,9 @@ class FakeSts:
         if request.method != "POST" or request.form.get("Action") != "AssumeRoleWithWebIdentity":
             return 400, b"<ErrorResponse><Error><Code>InvalidAction</Code><Message>no</Message></Error></ErrorResponse>"
         self.tokens.append(f"sts-session-{len(self.tokens) + 1}")
-        expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=self.lifetime)
+        expires = (datetime.datetime.now(datetime.timezone.utc)
+                   + datetime.timedelta(seconds=self.lifetime)).replace(microsecond=0)
+        request.expires = expires.timestamp()
         role, name = request.form.get("RoleArn", ""), request.form.get("RoleSessionName", "")
         return 200, f"""<AssumeRoleWithWebIdentityResponse xmlns="{NAMESPACE}">
   <AssumeRoleWithWebIdentityResult>
