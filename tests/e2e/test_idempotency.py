@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
@@ -17,9 +16,8 @@ import pytest
 
 from tests.e2e.helpers import send_batch
 from tests.support import (CountingProxy, Daemon, HttpApp, MotoServer, Queue, build_config_file, count_messages,
-                           wait_until)
+                           status_url, wait_until)
 from tests.support.faults import FaultySqs, aws_error, faulty_sqs_fixture, metric_total, sqs_env_fixture  # noqa: F401
-from tests.support.moto import free_port
 
 KEY_HEADER = "x-workerless-idempotency-key"
 STORE_DOWN = aws_error(500, "InternalServerError", "DynamoDB is having a bad day")
@@ -65,8 +63,7 @@ def test_the_same_key_sent_twice_reaches_the_app_once(
     make_queue: Callable[..., Queue], moto_server: MotoServer, claims_table: str, tmp_path: Path,
 ) -> None:
     queue = make_queue()
-    port = free_port()
-    proc = daemon(["-c", str(config(tmp_path, http_app, queue, claims_table)), f"--status=127.0.0.1:{port}"],
+    proc = daemon(["-c", str(config(tmp_path, http_app, queue, claims_table)), "--status=127.0.0.1:0"],
                   env=aws_env)
     send_batch(sqs, queue.url, [order("A-1", "first"), order("B-2")])
     http_app.wait_for_requests(2, timeout=60)
@@ -88,9 +85,9 @@ def test_a_body_without_the_path_is_delivered_and_counted(
     make_queue: Callable[..., Queue], claims_table: str, tmp_path: Path,
 ) -> None:
     queue = make_queue()
-    port = free_port()
-    proc = daemon(["-c", str(config(tmp_path, http_app, queue, claims_table)), f"--status=127.0.0.1:{port}"],
+    proc = daemon(["-c", str(config(tmp_path, http_app, queue, claims_table)), "--status=127.0.0.1:0"],
                   env=aws_env)
+    port = int(status_url(proc).rsplit(":", 1)[1])  # port 0: the daemon binds it, no race
     send_batch(sqs, queue.url, ["not json at all", json.dumps({"order": {}}), "not json at all"])
     http_app.wait_for_requests(3, timeout=60)
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 30)
@@ -176,10 +173,10 @@ def test_dynamodb_refusing_holds_the_messages_and_deliveries_resume_when_it_answ
     sqs: Any, make_queue: Callable[..., Queue], moto_server: MotoServer, claims_table: str, tmp_path: Path,
 ) -> None:
     queue = make_queue()
-    port = free_port()
     faulty_sqs.fail(STORE_DOWN, DYNAMODB_WRITES)
-    proc = daemon(["-c", str(config(tmp_path, http_app, queue, claims_table, key=key)), f"--status=127.0.0.1:{port}"],
+    proc = daemon(["-c", str(config(tmp_path, http_app, queue, claims_table, key=key)), "--status=127.0.0.1:0"],
                   env=sqs_env)
+    port = int(status_url(proc).rsplit(":", 1)[1])  # port 0: the daemon binds it, no race
     bodies = [order(f"H-{index}") for index in range(5)]
     send_batch(sqs, queue.url, bodies)
     wait_until(lambda: faulted(faulty_sqs) >= 3, 60, message=lambda: f"{faulty_sqs.actions()}")

@@ -25,10 +25,10 @@ from tests.support import (
     count_messages,
     count_visible,
     drain_bodies,
+    status_url,
     wait_until,
 )
 from tests.support.http_app import Reply
-from tests.support.moto import free_port
 
 HIDDEN_SECONDS = 300  # what a message handed to an abandoned receive would stay hidden for
 
@@ -195,9 +195,9 @@ def test_a_message_sent_right_after_an_idle_stop_is_not_hidden(
     sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
 ) -> None:
     queue = make_queue()
-    port = free_port()
     config = one_queue_config(tmp_path, http_app, queue, shutdown_timeout=10, poll_for=5)
-    proc = daemon(["-c", str(config), f"--status=127.0.0.1:{port}"], env=aws_env)  # straight to moto
+    proc = daemon(["-c", str(config), "--status=127.0.0.1:0"], env=aws_env)  # straight to moto
+    port = int(status_url(proc).rsplit(":", 1)[1])  # port 0: the daemon binds it, no race
     wait_until(lambda: [q.get("state") for q in status_of(port).get("queues", [])] == ["idle"], 60,
                message=lambda: f"status: {status_of(port)}")
     long_polling = time.monotonic() + 0.5  # the watcher's request leaves within milliseconds of "idle"
