@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
 import ssl
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -813,14 +814,18 @@ def test_quick_ack_spares_an_app_server_with_nagle_on_the_delayed_ack(
     connections = pool(server.port, quick_ack=quick_ack)
     for _ in range(40):  # past the kernel's quick-ACK start of a connection
         assert connections.exchange(request("warm")).status == 200
-    started = time.monotonic()
-    for number in range(10):
+    durations = []
+    for number in range(20):
+        started = time.monotonic()
         assert connections.exchange(request(f"n{number}")).body == b"x" * 100
-    per_request = (time.monotonic() - started) / 10
+        durations.append(time.monotonic() - started)
+    # The stall is the peer's delayed ACK, 40 ms at least on Linux: the median exchange is past 30 ms with it
+    # and well under without it. The median, since a loaded machine can stall any one exchange by as much.
+    median = statistics.median(durations)
     if quick_ack:
-        assert per_request < 0.015, per_request
+        assert median < 0.030, durations
     else:
-        assert per_request > 0.025, per_request  # the stall quick_ack exists for is real here
+        assert median > 0.030, durations  # the stall quick_ack exists for is real here
 
 
 def test_a_connection_idle_past_keepalive_idle_is_closed_not_reused(
