@@ -128,7 +128,7 @@ def test_a_fleet_that_crashes_shrinks_and_grows_loses_nothing(
     counts = Counter(body for app in apps for body in work_bodies(app))
     assert set(counts) == set(bodies)
     # A duplicate is a message the killed daemon was delivering at the kill, or had just delivered.
-    answered_before_kill = {r.body.decode(): killed_at - killed_app.answered.get(id(r), killed_at)
+    answered_before_kill = {r.body.decode(): killed_at - killed_app.answered_at.get(id(r), killed_at)
                             for r in list(killed_app.requests)}  # when the app answered, however late its sleep
     recent = {body for body, before in answered_before_kill.items() if before <= DELETE_WINDOW_SECONDS}
     duplicates = {body: times for body, times in counts.items() if times > 1}

@@ -121,7 +121,7 @@ class HttpApp(RecordingServer):
         self.requests: list[RecordedRequest] = []
         self.respond: Callable[[RecordedRequest], Reply] = lambda req: (200, {}, b"")
         self.delay: float = 0.0
-        self.answered: dict[int, float] = {}  # id(request) -> time.monotonic() when its reply was made
+        self.answered_at: dict[int, float] = {}  # id(request) -> time.monotonic() when its reply was made
 
     def set_status(
         self, status: int, headers: dict[str, str] | None = None, body: bytes = b""
@@ -148,7 +148,7 @@ class HttpApp(RecordingServer):
         if self.delay:
             gevent.sleep(self.delay)
         reply = self.respond(request)
-        self.answered[id(request)] = time.monotonic()
+        self.answered_at[id(request)] = time.monotonic()
         return request, reply
 
     def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[RecordedRequest]:
