@@ -79,7 +79,7 @@ def test_target_down_fails_without_hot_loop_and_delivers_once_it_is_up(
     try:
         finish(proc, sqs, queue, faulty_app, [b"waits for the app"])
     finally:
-        door.stop()
+        door.close()
     assert len(faulty_app.requests) == 1
 
 

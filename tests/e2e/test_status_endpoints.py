@@ -86,7 +86,7 @@ def sqs_proxy(moto_endpoint: str) -> Iterator[TcpProxy]:
     proxy = TcpProxy(moto_endpoint)
     proxy.start()
     yield proxy
-    proxy.stop()
+    proxy.close()
 
 
 def test_through_an_sqs_outage_healthz_stays_200_and_readyz_turns_503_then_back(

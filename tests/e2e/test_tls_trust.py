@@ -25,7 +25,7 @@ def tls_sqs(moto_endpoint: str, tmp_path: Path) -> Iterator[tuple[TcpProxy, Path
     proxy = TcpProxy(moto_endpoint, ssl_context=context)
     proxy.start()
     yield proxy, cert
-    proxy.stop()
+    proxy.close()
 
 
 def config_for(tmp_path: Path, queue: Queue, app: HttpApp, **aws: str) -> Path:

@@ -143,7 +143,7 @@ def test_final_flush_at_stop_sends_what_the_timer_did_not(
 def cloudwatch_proxy(moto_endpoint: str) -> Iterator[TcpProxy]:
     proxy = TcpProxy(moto_endpoint)
     yield proxy
-    proxy.stop()
+    proxy.close()
 
 
 def test_failed_flush_is_carried_into_the_next_one_without_double_counting(

@@ -25,7 +25,7 @@ from gevent import pywsgi
 from prometheus_client.parser import text_string_to_metric_families
 
 from .http_app import HttpApp, RecordedRequest, Reply, headers_from_environ, status_line
-from .moto import free_port
+from .ports import ReservedPort
 from .proxy import CountingProxy, ProxiedRequest, action_of
 
 # action, parameters -> a reply to send instead of forwarding, or None to forward
@@ -61,7 +61,8 @@ class FaultySqs(CountingProxy):
 
     def __init__(self, upstream: str) -> None:
         super().__init__(upstream)
-        self.port = free_port()
+        self.reserved = ReservedPort()  # refuses connections while no server of ours listens there
+        self.port = self.reserved.port
         self._server = self._new_server()
         self.fault: Fault | None = None
         self.rewrite: Rewrite | None = None
@@ -79,15 +80,25 @@ class FaultySqs(CountingProxy):
         # A pool, so stop() can cut keep-alive connections too, not only close the listener.
         return pywsgi.WSGIServer(("127.0.0.1", self.port), self._wsgi, log=None, spawn=gevent.pool.Pool(1000))
 
+    def start(self) -> None:
+        self.up()
+
+    def stop(self) -> None:
+        """Down for good, the port let go."""
+        self.down()
+        self.reserved.release()
+
     def down(self) -> None:
         """Refuse new connections and cut every open one (long polls included), like a dead endpoint."""
         self._server.stop(timeout=0)
+        self.reserved.hold()
 
     def up(self) -> None:
         """Listen again on the same port (SO_REUSEADDR lets it bind at once)."""
         if not self._server.started:
             self._server = self._new_server()
             self._server.start()
+            self.reserved.release()
 
     def restart(self, downtime: float) -> None:
         self.down()
@@ -231,7 +242,7 @@ def faulty_sqs_fixture(moto_endpoint: str) -> Iterator[FaultySqs]:
     proxy = FaultySqs(moto_endpoint)
     proxy.up()
     yield proxy
-    proxy.down()
+    proxy.stop()
 
 
 @pytest.fixture(name="faulty_app")

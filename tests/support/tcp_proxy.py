@@ -13,7 +13,7 @@ from typing import Any
 import gevent
 from gevent.server import StreamServer
 
-from .moto import free_port
+from .ports import ReservedPort
 
 
 class TcpProxy:
@@ -24,7 +24,8 @@ class TcpProxy:
         host_port = upstream_url.split("://", 1)[-1].rstrip("/")
         host, _, port = host_port.rpartition(":")
         self.upstream = (host, int(port))
-        self.port = free_port()
+        self.reserved = ReservedPort()  # refuses connections while no server of ours listens there
+        self.port = self.reserved.port
         self.ssl_context = ssl_context
         self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
         self.connections = 0
@@ -42,12 +43,14 @@ class TcpProxy:
             server = StreamServer(("127.0.0.1", self.port), self._handle, **tls)
             server.start()  # SO_REUSEADDR is on, so the same port binds again right away
             self._server = server
+            self.reserved.release()
 
     def stop(self) -> None:
         """Refuse new connections and cut every open one."""
         if self._server is not None:
             self._server.stop(timeout=0)
             self._server = None
+            self.reserved.hold()
         for sock in list(self._sockets):
             try:
                 sock.shutdown(socket.SHUT_RDWR)
@@ -56,6 +59,11 @@ class TcpProxy:
             sock.close()
         gevent.killall(list(self._pipes), block=True, timeout=2)
         self._sockets.clear()
+
+    def close(self) -> None:
+        """Stop for good, the port let go."""
+        self.stop()
+        self.reserved.release()
 
     def _handle(self, client: socket.socket, address: Any) -> None:
         self.connections += 1
