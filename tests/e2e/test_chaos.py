@@ -34,6 +34,7 @@ from tests.support import (
     Queue,
     build_config_file,
     count_messages,
+    receive_all,
     status_url,
     wait_until,
 )
@@ -396,7 +397,7 @@ def lambda_chaos(fake_lambda: FakeLambda) -> Iterator[ChaosProxy]:
     proxy = ChaosProxy(fake_lambda.url, seed=SEED + 1)
     proxy.up()
     yield proxy
-    proxy.down()
+    proxy.stop()
 
 
 def invoked_bodies(proxy: ChaosProxy) -> Counter[str]:
@@ -476,6 +477,7 @@ def test_lambda_cloudwatch_and_dynamodb_faults_lose_nothing_and_the_daemon_stays
         f"missing bodies {len(set(bodies) - set(invoked_bodies(lambda_chaos)))}, claimed "
         f"{claimed_slots(moto_server, claims_table)}, cron delivered {cron_slots(faulty_app)}, "
         f"proxy {chaos.summary()}; log:\n{proc.output()[-4000:]}"))
+    claimed_when_done = claimed_slots(moto_server, claims_table)
     status, _, text = http_get(f"{url}/healthz")
     invoked = invoked_bodies(lambda_chaos)
     put_metrics = [r for r in list(chaos.requests) if r.action == "PutMetricData"]
@@ -493,14 +495,21 @@ def test_lambda_cloudwatch_and_dynamodb_faults_lose_nothing_and_the_daemon_stays
     assert proc.alive()
     assert proc.stop(timeout=30) == 0
     assert set(invoked) == set(bodies)
-    assert count_messages(sqs, work.url) == 0 and count_messages(sqs, cron.url) == 0
+    assert count_messages(sqs, work.url) == 0
+    # A minute may turn between the drain and the stop: its slot is claimed and sent, and the stop releases it.
+    left = {f"{m['MessageAttributes']['beanstalk.sqsd.task_name']['StringValue']}@"
+            f"{m['MessageAttributes']['beanstalk.sqsd.scheduled_time']['StringValue']}"
+            for m in receive_all(sqs, cron.url, VisibilityTimeout=60)}
+    claimed = claimed_slots(moto_server, claims_table)
+    assert left <= claimed - claimed_when_done, (left, claimed, claimed_when_done)  # nothing older left behind
     for kind in LAMBDA_KINDS:
         assert lambda_chaos.faults("Invoke", kind) >= 1, lambda_chaos.summary()
     assert recovered_flushes, "no PutMetricData went through after the first failed one"
     assert ours, f"no metric in the namespace Workerless-{name}"
     assert sum(chaos.faults(action) for action in DYNAMODB_ACTIONS) >= 1, chaos.summary()
-    # every slot claimed in DynamoDB was sent and delivered: a claim without a send is a lost slot
-    assert claimed_slots(moto_server, claims_table) <= cron_slots(faulty_app)
+    # every slot claimed in DynamoDB was sent and delivered (or, claimed after the drain, is still on its queue):
+    # a claim without a send is a lost slot
+    assert claimed <= cron_slots(faulty_app) | left, (claimed, cron_slots(faulty_app), left)
 
 
 def test_a_claim_that_took_effect_but_whose_answer_was_lost_still_sends_the_slot(

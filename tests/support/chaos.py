@@ -231,12 +231,6 @@ class ChaosProxy(FaultySqs):
         return pywsgi.WSGIServer(("127.0.0.1", self.port), self._wsgi, log=None, error_log=None,
                                  spawn=gevent.pool.Pool(1000), handler_class=ChaosHandler)
 
-    def start(self) -> None:
-        self.up()
-
-    def stop(self) -> None:
-        self.down()
-
     # ------------------------------------------------------------ what to break
 
     def set(self, share: float, kinds: Iterable[str] = KINDS, actions: Iterable[str] | None = None,
@@ -363,7 +357,7 @@ def chaos_fixture(moto_endpoint: str) -> Iterator[ChaosProxy]:
     proxy = ChaosProxy(moto_endpoint, seed=20240607)
     proxy.up()
     yield proxy
-    proxy.down()
+    proxy.stop()
 
 
 def print_summary(name: str, proxy: ChaosProxy) -> None:
