@@ -467,8 +467,10 @@ def test_lambda_cloudwatch_and_dynamodb_faults_lose_nothing_and_the_daemon_stays
     for first in range(0, total, 100):
         send_batch(sqs, work.url, bodies[first:first + 100])
 
+    seen_when_done: dict[str, set[str]] = {}
+
     def done() -> bool:
-        claimed = claimed_slots(moto_server, claims_table)
+        claimed = seen_when_done["claimed"] = claimed_slots(moto_server, claims_table)
         return (set(bodies) <= set(invoked_bodies(lambda_chaos)) and bool(claimed) and claimed <= cron_slots(faulty_app)
                 and chaos.faults("PutMetricData") >= 2 and count_messages(sqs, work.url) == 0
                 and count_messages(sqs, cron.url) == 0)
@@ -477,7 +479,7 @@ def test_lambda_cloudwatch_and_dynamodb_faults_lose_nothing_and_the_daemon_stays
         f"missing bodies {len(set(bodies) - set(invoked_bodies(lambda_chaos)))}, claimed "
         f"{claimed_slots(moto_server, claims_table)}, cron delivered {cron_slots(faulty_app)}, "
         f"proxy {chaos.summary()}; log:\n{proc.output()[-4000:]}"))
-    claimed_when_done = claimed_slots(moto_server, claims_table)
+    claimed_when_done = seen_when_done["claimed"]  # the set done() saw, not a second read a slot may follow
     status, _, text = http_get(f"{url}/healthz")
     invoked = invoked_bodies(lambda_chaos)
     put_metrics = [r for r in list(chaos.requests) if r.action == "PutMetricData"]

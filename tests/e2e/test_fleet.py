@@ -22,7 +22,7 @@ import pytest
 
 from tests.e2e.helpers import send_batch
 from tests.support import (Daemon, HttpApp, MotoServer, Queue, RecordedRequest, build_config_file, count_messages,
-                           wait_until)
+                           receive_all, wait_until)
 from tests.support.config_file import EVERY_MINUTE_CRON
 from tests.support.http_app import Reply
 
@@ -121,8 +121,13 @@ def test_a_fleet_that_crashes_shrinks_and_grows_loses_nothing(
     wait_until(lambda: all(count_messages(sqs, q.url) == 0 for q in queues), 60, interval=0.2,
                message=lambda: f"left {[count_messages(sqs, q.url) for q in queues]}")
     finished_at = time.monotonic()
+    sent_at_drain = {slot for proc in (killed, stopped, survivor, late) for slot in SLOT.findall(proc.output())}
     for proc in (survivor, late):
         assert proc.stop(timeout=30) == 0
+    # A minute may turn between the drain and the stops: that slot is sent, and the stop releases it.
+    left = {m["MessageAttributes"]["beanstalk.sqsd.scheduled_time"]["StringValue"]
+            for m in receive_all(sqs, queues[0].url, VisibilityTimeout=60)
+            if "beanstalk.sqsd.scheduled_time" in m.get("MessageAttributes", {})}
 
     # Nothing lost, nothing foreign.
     counts = Counter(body for app in apps for body in work_bodies(app))
@@ -145,7 +150,9 @@ def test_a_fleet_that_crashes_shrinks_and_grows_loses_nothing(
     assert sorted(item["slot"]["S"] for item in claims) == sorted(f"tick@{slot}" for slot in sent)
     cron = Counter(r.headers["x-aws-sqsd-scheduled-at"] for app in apps for r in list(app.requests)
                    if "x-aws-sqsd-taskname" in r.headers)
-    assert set(cron) == set(sent), (cron, sent)
+    assert set(cron) <= set(sent), (cron, sent)
+    # every slot sent was delivered, or (sent after the drain) is still on its queue; none is in both
+    assert set(sent) - set(cron) <= left and not left & (sent_at_drain | set(cron)), (cron, sent, left, sent_at_drain)
     print(f"\nfleet: {MESSAGES} messages in {finished_at - began:.1f}s; by daemon {by_daemon} "
           f"(killed, stopped, survivor, late); {delivered_at_kill} delivered at the kill, the killed daemon "
           f"had {in_flight_at_kill} deliveries in flight and {len(recent)} answered in the last "
