@@ -87,9 +87,8 @@ def test_imds_failing_at_renewal_keeps_the_current_credentials(
     sqs: Any, make_queue: Callable[..., Queue], child_sampler: ChildSampler, imds: InstanceMetadataService,
 ) -> None:
     queue = make_queue()
+    imds.failing, imds.fail_after = True, 1  # the start's fetch only: every renewal fails, whenever it comes
     proc = start_on_imds(daemon, proxied_env, imds, queue, http_app, child_sampler)
-    wait_until(lambda: imds.fetches(), 60, message="no fetch at start")
-    imds.failing = True  # every renewal fails from now on; the first is due 4 s after the start's fetch
     log = proc.wait_for_output("AWS credentials not renewed", timeout=60)
     assert "no AWS credentials from the EC2 instance metadata service" in log and "trying again in 30 s" in log, log
     assert_still_delivers_signed_with(proc, sqs, queue, http_app, counting_proxy, "session-1")

@@ -35,9 +35,11 @@ class MetadataRequest:
 class InstanceMetadataService:
     """`v1_allowed`: answer a GET without a token (else 401, as IMDS with HttpTokens=required); `token_status`:
     the status of token requests (200 hands one out; 403/404/405 make botocore go on with IMDSv1, 400 makes it
-    give up); `hang_tokens`: never answer a token request; `failing`: answer everything 500; `lifetime`: seconds
-    until the keys handed out expire; `offset_expiration`: write their expiry as +00:00 instead of IMDS's Z, a
-    form botocore does not extend when it is near (so keys expiring in minutes are renewed in seconds)."""
+    give up); `hang_tokens`: never answer a token request; `failing`: answer everything 500 once `fail_after` keys
+    were handed out (0: at once; 1: the start's fetch succeeds, every renewal fails, whenever it comes);
+    `lifetime`: seconds until the keys handed out expire; `offset_expiration`: write their expiry as +00:00
+    instead of IMDS's Z, a form botocore does not extend when it is near (so keys expiring in minutes are renewed
+    in seconds)."""
 
     def __init__(self, lifetime: float = 6 * 3600, role: str = "app-role", zone: str = "eu-west-1b") -> None:
         self.lifetime, self.role, self.zone = lifetime, role, zone
@@ -45,6 +47,7 @@ class InstanceMetadataService:
         self.token_status = 200
         self.hang_tokens = False
         self.failing = False
+        self.fail_after = 0
         self.offset_expiration = False
         self.fixed_expiration: str | None = None  # written as is instead of `lifetime` from now
         self.watched_pid: int | None = None
@@ -69,7 +72,7 @@ class InstanceMetadataService:
         return [body]
 
     def answer(self, request: MetadataRequest) -> tuple[int, bytes]:
-        if self.failing:
+        if self.failing and len(self.keys) >= self.fail_after:
             return 500, b"failing on purpose"
         if request.method == "PUT" and request.path == "/latest/api/token":
             if self.hang_tokens:
