@@ -100,7 +100,8 @@ class MotoInvocation:
 
 
 class MotoServer:
-    """moto's server (SQS calls made atomic, `moto_main.py`) on a 127.0.0.1 port of its choosing, docker-free Lambda on."""
+    """moto's server (SQS calls made atomic, `moto_main.py`) on a 127.0.0.1 port of its choosing, docker-free
+    Lambda on."""
 
     def __init__(self, workdir: Path) -> None:
         self.port = 0  # chosen by the server itself at start (a port picked here first could be taken meanwhile)

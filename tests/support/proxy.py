@@ -12,8 +12,8 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 

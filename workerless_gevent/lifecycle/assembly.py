@@ -57,7 +57,8 @@ def connection_warnings(config: Config) -> list[str]:
     for name, target in config.targets.items():
         if not isinstance(target, HttpTargetConfig):
             continue
-        from_queues = sum(queue.max_concurrency or config.concurrency for queue in config.queues if queue.target == name)
+        from_queues = sum(queue.max_concurrency or config.concurrency
+                          for queue in config.queues if queue.target == name)
         at_once = min(config.concurrency, target.max_concurrency or config.concurrency, from_queues)
         if target.max_connections < at_once:
             warnings.append(f"target {name}: max_connections = {target.max_connections} is below the {at_once} "
