@@ -6,16 +6,20 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
+import botocore.exceptions
 import gevent
 import gevent.event
+import pytest
 
 from tests.e2e.helpers import http_get
 from tests.support import (
     Daemon,
     HttpApp,
+    MotoServer,
     Queue,
     RecordedRequest,
     build_config_file,
@@ -35,14 +39,15 @@ def write(tmp_path: Path, app: HttpApp, queues: list[Queue], path: str = "/v1", 
 
 
 class Holding:
-    """Answers 200 at once, except a body of "slow", held until `release` (or 60 s)."""
+    """Answers 200 at once, except a body of "slow" (or `slow`), held until `release` (or 60 s)."""
 
-    def __init__(self) -> None:
+    def __init__(self, slow: bytes = b"slow") -> None:
+        self.slow = slow
         self.release = gevent.event.Event()
         self.slow_done_at = 0.0
 
     def __call__(self, request: RecordedRequest) -> Reply:
-        if request.body == b"slow":
+        if request.body == self.slow:
             self.release.wait(60)
             self.slow_done_at = time.monotonic()
         return 200, {}, b""
@@ -88,8 +93,9 @@ def test_a_reload_finishes_the_delivery_in_flight_then_serves_the_new_queue_and_
 
 
 def check_refused(daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
-                  queue: Queue, tmp_path: Path, change: Callable[[str], str], reason: Callable[[Path], str]) -> None:
-    """A reload of the file as `change` edits it is refused with `reason`, and delivering goes on as before."""
+                  queue: Queue, tmp_path: Path, change: Callable[[str], str], reason: Callable[[Path], str]) -> str:
+    """A reload of the file as `change` edits it is refused with `reason`, and delivering goes on as before;
+    returns the daemon's log."""
     config = write(tmp_path, http_app, [queue])
     proc = daemon(["-c", str(config)], env=aws_env)
     proc.wait_for_output("workerless started", timeout=30)
@@ -102,7 +108,8 @@ def check_refused(daemon: Callable[..., Daemon], aws_env: dict[str, str], http_a
     assert http_app.wait_for_requests(1, timeout=20)[0].body == b"still working"
     assert http_app.requests[0].path == "/v1"
     assert proc.stop(timeout=20) == 0
-    assert "Traceback" not in proc.output()
+    assert "Traceback" not in proc.output() and "reload applied" not in proc.output()
+    return proc.output()
 
 
 def test_an_invalid_file_is_one_line_and_the_running_configuration_stays(
@@ -242,3 +249,157 @@ def test_slots_that_would_wait_for_a_connection_are_warned_of_at_start_and_at_a_
     sqs.send_message(QueueUrl=queue.url, MessageBody="after")  # the warning stops nothing
     wait_until(lambda: "after" in arrivals(http_app), 20, message=lambda: proc.output()[-3000:])
     assert proc.stop(timeout=20) == 0
+
+
+KEY_HEADER = "x-workerless-idempotency-key"
+
+
+def with_key(tmp_path: Path, app: HttpApp, queue: Queue, idempotency: dict[str, Any] | None,
+             key: str | None = "body:order.id") -> Path:
+    """The file of the idempotency reloads: `queue` with `key` (None: none), [idempotency] as given (None: not
+    written, so the defaults apply while a queue has a key)."""
+    return build_config_file(tmp_path, concurrency=2, shutdown_timeout=10, polling={"poll_for": 1},
+                             queues=[{"name": queue.name, "idempotency_key": key}],
+                             targets={"default": {"type": "http", "url": f"{app.url}/v1"}},
+                             tables={"idempotency": idempotency} if idempotency is not None else None)
+
+
+def order(order_id: str, note: str) -> str:
+    return json.dumps({"order": {"id": order_id}, "note": note})
+
+
+def notes(app: HttpApp) -> list[str]:
+    return [json.loads(request.body)["note"] for request in list(app.requests)]
+
+
+def key_states(moto_server: MotoServer, table: str, queue: Queue) -> dict[str, str]:
+    """The queue's keys in `table` and their states (nothing while the table does not exist)."""
+    try:
+        found = moto_server.client("dynamodb").scan(TableName=table, ConsistentRead=True)["Items"]
+    except botocore.exceptions.ClientError:
+        return {}
+    prefix = f"idempotency/{queue.name}/"
+    return {item["slot"]["S"][len(prefix):]: item["state"]["S"] for item in found
+            if item["slot"]["S"].startswith(prefix)}
+
+
+@pytest.fixture
+def next_table(moto_server: MotoServer, claims_table: str) -> Iterator[str]:
+    """A second fresh table name, deleted afterwards if anything created it."""
+    name = claims_table + "-next"
+    yield name
+    try:
+        moto_server.client("dynamodb").delete_table(TableName=name)
+    except botocore.exceptions.ClientError as error:
+        assert error.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+def test_a_reload_that_adds_idempotency_claims_from_the_next_receive_in_a_table_it_makes(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], moto_server: MotoServer, claims_table: str, tmp_path: Path,
+) -> None:
+    """No claim before the reload (nothing remembers A-0); A-1, first delivered after it, is remembered in the
+    table the reload made, and its copy is deleted without reaching the app."""
+    queue = make_queue()
+    proc = daemon(["-c", str(with_key(tmp_path, http_app, queue, None, key=None))], env=aws_env)
+    proc.wait_for_output("workerless started", timeout=30)
+    sqs.send_message(QueueUrl=queue.url, MessageBody=order("A-0", "before"))
+    http_app.wait_for_requests(1, timeout=20)
+    with_key(tmp_path, http_app, queue, {"table": claims_table, "expires_after": 600})
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload applied", timeout=20)
+    sqs.send_message(QueueUrl=queue.url, MessageBody=order("A-1", "first"))
+    wait_until(lambda: key_states(moto_server, claims_table, queue) == {"A-1": "completed"}, 30,
+               message=lambda: f"items: {key_states(moto_server, claims_table, queue)}; log:\n{proc.output()[-3000:]}")
+    sqs.send_message(QueueUrl=queue.url, MessageBody=order("A-1", "a copy"))
+    proc.wait_for_output("already delivered: deleted as a duplicate", timeout=30)
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 20, message="the copy was not deleted")
+    assert proc.stop(timeout=20) == 0
+    assert notes(http_app) == ["before", "first"]
+    assert [request.headers.get(KEY_HEADER) for request in http_app.requests] == [None, "A-1"]
+    assert "reload applied: restarted=" + queue.name + " [idempotency] changed" in proc.output()
+    assert "only a restart" not in proc.output() and "Traceback" not in proc.output()
+
+
+def test_a_reload_that_removes_the_key_stops_claiming_once_the_claimed_delivery_completed(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], moto_server: MotoServer, claims_table: str, tmp_path: Path,
+) -> None:
+    """The key and [idempotency] go while S-1 is delivered under its claim: S-1 still completes in the table,
+    then copies of it and new messages reach the app unclaimed."""
+    queue = make_queue()
+    slow = order("S-1", "slow")
+    holding = Holding(slow.encode())
+    http_app.respond = holding
+    proc = daemon(["-c", str(with_key(tmp_path, http_app, queue, {"table": claims_table}))], env=aws_env)
+    proc.wait_for_output("workerless started", timeout=30)
+    sqs.send_message(QueueUrl=queue.url, MessageBody=slow)
+    http_app.wait_for_requests(1, timeout=30)
+    assert key_states(moto_server, claims_table, queue) == {"S-1": "in_progress"}
+    with_key(tmp_path, http_app, queue, None, key=None)
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload: draining", timeout=10)
+    holding.release.set()
+    proc.wait_for_output("reload applied", timeout=20)
+    assert key_states(moto_server, claims_table, queue) == {"S-1": "completed"}  # written before the reload ended
+    sqs.send_message(QueueUrl=queue.url, MessageBody=order("S-1", "a copy"))
+    sqs.send_message(QueueUrl=queue.url, MessageBody=order("N-1", "new"))
+    wait_until(lambda: len(http_app.requests) == 3 and count_messages(sqs, queue.url) == 0, 30,
+               message=lambda: f"got {notes(http_app)}; log:\n{proc.output()[-3000:]}")
+    assert proc.stop(timeout=20) == 0
+    assert sorted(notes(http_app)[1:]) == ["a copy", "new"]
+    assert all(KEY_HEADER not in request.headers for request in http_app.requests[1:])
+    assert key_states(moto_server, claims_table, queue) == {"S-1": "completed"}  # nothing claimed since
+    assert "reload applied: restarted=" + queue.name + " [idempotency] changed" in proc.output()
+    assert "only a restart" not in proc.output() and "Traceback" not in proc.output()
+
+
+def test_a_reload_that_changes_the_table_claims_in_the_new_one_and_finishes_claims_in_the_old(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], moto_server: MotoServer, claims_table: str, next_table: str,
+    tmp_path: Path,
+) -> None:
+    """S-1, claimed in the first table when the reload names another, completes there; the new table (made by
+    the reload) has never seen S-1, so its next copy is delivered and remembered there, and the copy after that
+    is deleted as a duplicate."""
+    queue = make_queue()
+    slow = order("S-1", "slow")
+    holding = Holding(slow.encode())
+    http_app.respond = holding
+    proc = daemon(["-c", str(with_key(tmp_path, http_app, queue, {"table": claims_table}))], env=aws_env)
+    proc.wait_for_output("workerless started", timeout=30)
+    sqs.send_message(QueueUrl=queue.url, MessageBody=slow)
+    http_app.wait_for_requests(1, timeout=30)
+    with_key(tmp_path, http_app, queue, {"table": next_table})
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload: draining", timeout=10)
+    holding.release.set()
+    proc.wait_for_output("reload applied", timeout=20)
+    assert key_states(moto_server, claims_table, queue) == {"S-1": "completed"}
+    sqs.send_message(QueueUrl=queue.url, MessageBody=order("S-1", "a copy"))
+    wait_until(lambda: key_states(moto_server, next_table, queue) == {"S-1": "completed"}, 30,
+               message=lambda: f"got {notes(http_app)}; log:\n{proc.output()[-3000:]}")
+    sqs.send_message(QueueUrl=queue.url, MessageBody=order("S-1", "another copy"))
+    proc.wait_for_output("already delivered: deleted as a duplicate", timeout=30)
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 20, message="the last copy was not deleted")
+    assert proc.stop(timeout=20) == 0
+    assert notes(http_app) == ["slow", "a copy"]
+    assert key_states(moto_server, claims_table, queue) == {"S-1": "completed"}
+    assert "only a restart" not in proc.output() and "Traceback" not in proc.output()
+
+
+def test_a_tracing_change_refuses_the_whole_reload_in_one_error_line(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    """[tracing] is built once, at start: the concurrency and the target's url changed in the same file are not
+    applied either."""
+    def change(text: str) -> str:
+        edited = text.replace("concurrency = 2", "concurrency = 3").replace("/v1", "/v2")
+        return edited + '[tracing]\nexporter = "otlp"\n'
+
+    output = check_refused(daemon, aws_env, http_app, sqs, make_queue(), tmp_path, change,
+                           lambda config: f"{config}: [tracing] changed, and only a restart applies it")
+    (error,) = [line for line in output.splitlines() if " ERROR " in line]
+    assert "reload refused, the running configuration stays" in error
+    assert "concurrency=3" not in output  # not even its warning: nothing of the file was taken

@@ -1,12 +1,12 @@
 """What a configuration re-read on SIGHUP changes (config/changes.py): which queues drain and restart,
-which keys wait for a restart."""
+which keys only a restart applies."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tests.unit.config_files import write_config
-from workerless_gevent.config.changes import Changes, applicable, compare
+from workerless_gevent.config.changes import Changes, compare
 from workerless_gevent.config.loading import load_config
 from workerless_gevent.config.model import Config
 
@@ -67,19 +67,34 @@ def test_concurrency_and_polling_are_global(tmp_path: Path) -> None:
     assert changes(tmp_path, BASE + "[polling]\nstrategy = \"weighted\"\n").is_global
 
 
-def test_restart_only_keys_are_named_and_keep_their_running_value(tmp_path: Path) -> None:
+def test_restart_only_keys_are_named(tmp_path: Path) -> None:
+    """The reload refuses them whole (lifecycle/reload.py): none is read and left unapplied."""
     running = load(tmp_path, BASE)
     loaded = load(tmp_path, 'name = "prod"\nshutdown_timeout = 5\n' + BASE + '[status]\nlisten = "9100"\n'
-                  '[aws]\nregion = "eu-west-1"\n')
+                  '[aws]\nregion = "eu-west-1"\n[tracing]\nexporter = "otlp"\n')
     found = compare(running, loaded)
-    assert found.restart_only == ("name", "[status] listen", "[aws]")
-    assert found.settings == ("shutdown_timeout",) and not found.is_empty
-    kept = applicable(running, loaded)
-    assert (kept.name, kept.status_listen, kept.aws) == (running.name, running.status_listen, running.aws)
-    assert kept.shutdown_timeout == 5
-    assert compare(running, kept) == Changes(settings=("shutdown_timeout",))
+    assert found.restart_only == ("name", "[status] listen", "[aws]", "[tracing]")
+    assert found.settings == ("shutdown_timeout",)
+    assert changes(tmp_path, BASE + "[metrics]\ninterval = 5\n").restart_only == ("[metrics] interval",)
+    assert changes(tmp_path, "drain = true\n" + BASE).restart_only == ("drain",)
 
 
-def test_only_restart_only_keys_is_nothing_to_apply(tmp_path: Path) -> None:
-    found = changes(tmp_path, BASE + "[metrics]\ninterval = 5\n")
-    assert found.restart_only == ("[metrics] interval",) and found.is_empty
+KEYED = BASE.replace('name = "payments"\n', 'name = "payments"\nidempotency_key = "message_id"\n')
+
+
+def test_idempotency_added_restarts_the_queue_that_gets_a_key(tmp_path: Path) -> None:
+    for edited in (KEYED, KEYED + '[idempotency]\ntable = "keys"\n'):  # the first key brings the defaults
+        found = changes(tmp_path, edited)
+        assert found == Changes(changed_queues=("payments",), is_idempotency=True), edited
+        assert found.summary() == "restarted=payments [idempotency] changed" and not found.restart_only
+
+
+def test_an_idempotency_change_restarts_every_queue_with_a_key_and_no_other(tmp_path: Path) -> None:
+    running = load(tmp_path, KEYED)
+    found = compare(running, load(tmp_path, KEYED + '[idempotency]\nexpires_after = 120\n'))
+    assert found == Changes(changed_queues=("payments",), is_idempotency=True)
+    removed = compare(running, load(tmp_path, BASE))  # the last key goes, and the defaults with it
+    assert removed == Changes(changed_queues=("payments",), is_idempotency=True)
+    moved = compare(running, load(tmp_path, BASE.replace('name = "emails"\n',
+                                                         'name = "emails"\nidempotency_key = "message_id"\n')))
+    assert moved == Changes(changed_queues=("payments", "emails"))  # the same [idempotency]: no new table

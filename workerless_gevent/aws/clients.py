@@ -32,6 +32,8 @@ class Clients:
     renew_credentials: Callable[[gevent.event.Event], None] | None = None  # a loop, with aws.child's credentials
     s3: Any | None = None  # only when a queue has large_payloads
     idempotency: Any | None = None  # DynamoDB for idempotent delivery (a wire.dynamodb.DynamoDbWire): a queue has a key
+    # builds `idempotency` for a configuration, when a reload adds [idempotency] (None: only a restart can)
+    build_idempotency: Callable[[Config], Any] | None = None
 
 
 def build_clients(config: Config, region: str | None = None, session: botocore.session.Session | None = None) -> Clients:
@@ -88,7 +90,8 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
         s3 = session.create_client("s3", region_name=region, config=s3_config(config), **endpoint)
     idempotency = build_idempotency(config, region, session, endpoint, ca_bundle) if config.idempotency else None
     return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb, s3=s3,
-                   idempotency=idempotency)
+                   idempotency=idempotency,
+                   build_idempotency=lambda reloaded: build_idempotency(reloaded, region, session, endpoint, ca_bundle))
 
 
 def build_command_client(session: Any, aws: AwsConfig, region: str, service: str) -> Any:

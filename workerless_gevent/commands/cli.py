@@ -165,11 +165,12 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
     from ..wire.sqs import proxy_for
 
     services = wire_services(config)
+    asked = tuple(dict.fromkeys([*services, "dynamodb"]))  # DynamoDB's too: a reload may add [idempotency]
     if early is not None:
-        early.ask(config.aws, config.source, services)
-    resolution = early or resolve_from_environment(config.aws, env, config.source, services) \
-        or ChildResolution(config.aws, config.source, services)
-    from ..aws.clients import Clients, build_dynamodb_wire, build_lambda_wire, build_sqs_wire
+        early.ask(config.aws, config.source, asked)
+    resolution = early or resolve_from_environment(config.aws, env, config.source, asked) \
+        or ChildResolution(config.aws, config.source, asked)
+    from ..aws.clients import Clients, build_lambda_wire, build_sqs_wire
     from ..lifecycle.daemon import Daemon  # noqa: F401  (imported while the child works)
 
     try:
@@ -189,10 +190,26 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
     clients = Clients(sqs=build_sqs_wire(config, region, urls[0] or "", signing, ca_bundle),
                       lambda_=build_lambda_wire(config, region, lambda_url, signing, ca_bundle) if lambda_url else None,
                       cloudwatch=None, region=region,
-                      idempotency=build_dynamodb_wire(config, region, dynamodb_url, signing, ca_bundle)
-                      if dynamodb_url else None,
+                      **idempotency_wires(config, region, dynamodb_url, signing, ca_bundle),
                       renew_credentials=credentials.run if resolved.expires_at is not None else None)
     return run(config, None, resolved.region, resolved.where, clients, reload)
+
+
+def idempotency_wires(config: Config, region: str, url: str | None, credentials: Any,
+                      ca_bundle: str) -> dict[str, Any]:
+    """The Clients' `idempotency` (with [idempotency]) and `build_idempotency`, for a reload that adds it (None
+    where the wire cannot go: only a restart can add it then)."""
+    from ..aws.clients import build_dynamodb_wire
+    from ..wire.sqs import proxy_for
+
+    if not url or proxy_for(url):
+        return {}
+    endpoint: str = url
+
+    def build(reloaded: Config) -> Any:
+        return build_dynamodb_wire(reloaded, region, endpoint, credentials, ca_bundle)
+
+    return {"idempotency": build(config) if config.idempotency else None, "build_idempotency": build}
 
 
 def run(config: Config, session: Any, region: str, where: str, clients: Any = None,

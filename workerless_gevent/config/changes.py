@@ -1,15 +1,15 @@
-"""What a configuration re-read on SIGHUP changes against the running one, and what of it only a
-restart can apply (the daemon keeps the running value of those and says so)."""
+"""What a configuration re-read on SIGHUP changes against the running one, and which of those changes no
+reload can apply (a change to any of them refuses the whole reload: a restart applies it)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from .model import Config
 
-# field -> how the logs name it; the clients, the status socket, the metrics flusher and the
-# periodic scheduler are built once per process
+# field -> how the logs name it. Built once per process: the CloudWatch client and its namespace, the metrics
+# flusher, the status socket, the clients of [aws], the periodic scheduler and its claims, the tracer, --drain's
+# watch. ([fleet] and the fleet_* keys are refused too, where the leases are known: lifecycle/reload.py.)
 RESTART_ONLY = {
     "name": "name",
     "metrics_interval": "[metrics] interval",
@@ -17,7 +17,6 @@ RESTART_ONLY = {
     "aws": "[aws]",
     "periodic": "[periodic]",
     "tracing": "[tracing]",
-    "idempotency": "[idempotency]",  # its DynamoDB client and table; a queue's idempotency_key applies at once
     "drain": "drain",
 }
 SETTINGS = ("shutdown_timeout", "log_format", "log_level", "max_messages", "unready_after")  # applied at once
@@ -25,7 +24,7 @@ SETTINGS = ("shutdown_timeout", "log_format", "log_level", "max_messages", "unre
 
 @dataclass(frozen=True, slots=True)
 class Changes:
-    restart_only: tuple[str, ...] = ()  # as RESTART_ONLY names them
+    restart_only: tuple[str, ...] = ()  # as RESTART_ONLY names them: the reload is refused
     settings: tuple[str, ...] = ()
     is_global: bool = False  # concurrency or [polling]: every queue drains, then the slots restart
     added_queues: tuple[str, ...] = ()
@@ -33,12 +32,14 @@ class Changes:
     changed_queues: tuple[str, ...] = ()  # its own keys or its target's changed: drained, then restarted
     changed_targets: tuple[str, ...] = ()  # added, removed or changed
     is_reordered: bool = False  # the same queues in another priority order
+    # [idempotency] added, removed or changed (as the first idempotency_key adds its defaults): every queue with
+    # a key drains (its claims end in the table they were made in), then claims in the new one
+    is_idempotency: bool = False
 
     @property
     def is_empty(self) -> bool:
-        """Nothing to apply (restart-only changes are not applied)."""
         return not (self.settings or self.is_global or self.added_queues or self.removed_queues
-                    or self.changed_queues or self.changed_targets or self.is_reordered)
+                    or self.changed_queues or self.changed_targets or self.is_reordered or self.is_idempotency)
 
     def summary(self) -> str:
         parts = [f"{label}={','.join(names)}" for label, names in (
@@ -48,6 +49,8 @@ class Changes:
             parts.insert(0, "every queue restarted (concurrency or [polling] changed)")
         if self.is_reordered:
             parts.append("queue order changed")
+        if self.is_idempotency:
+            parts.append("[idempotency] changed")
         return " ".join(parts) or "nothing"
 
 
@@ -56,8 +59,10 @@ def compare(running: Config, loaded: Config) -> Changes:
     loaded_queues = {queue.name: queue for queue in loaded.queues}
     changed_targets = tuple(name for name in dict.fromkeys([*running.targets, *loaded.targets])
                             if running.targets.get(name) != loaded.targets.get(name))
+    is_idempotency = running.idempotency != loaded.idempotency
     changed_queues = tuple(name for name, queue in loaded_queues.items() if name in running_queues
-                           and (queue != running_queues[name] or queue.target in changed_targets))
+                           and (queue != running_queues[name] or queue.target in changed_targets
+                                or is_idempotency and bool(queue.idempotency_key)))
     kept = [name for name in running_queues if name in loaded_queues]
     return Changes(
         restart_only=tuple(label for key, label in RESTART_ONLY.items()
@@ -69,9 +74,5 @@ def compare(running: Config, loaded: Config) -> Changes:
         changed_queues=changed_queues,
         changed_targets=changed_targets,
         is_reordered=kept != [name for name in loaded_queues if name in running_queues],
+        is_idempotency=is_idempotency,
     )
-
-
-def applicable(running: Config, loaded: Config) -> Config:
-    """The loaded configuration with the running value of every restart-only key."""
-    return dataclasses.replace(loaded, **{key: getattr(running, key) for key in RESTART_ONLY})

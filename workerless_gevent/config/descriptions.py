@@ -116,7 +116,8 @@ KEYS: tuple[Key, ...] = (
     Key("queues[].delete_payloads", QueueConfig, "delete_payloads", "Delete the S3 object after a successful "
         "delivery. Needs `large_payloads = true`.", allowed="true or false", example=False),
     Key("queues[].idempotency_key", QueueConfig, "idempotency_key", "Turns idempotent delivery on for the queue: "
-        "a copy of a message whose key already succeeded is deleted undelivered. Unset: at least once.",
+        "a copy of a message whose key already succeeded is deleted undelivered. Unset: at least once. A reload "
+        "applies a change once the queue's deliveries claimed under the old key have finished.",
         allowed="`message_id`, `dedup_id` (FIFO), `attribute:NAME` or `body:PATH`", example="body:order.id"),
     Key("targets.<name>.type", HttpTargetConfig, "type", "An HTTP target: one POST per message, as aws-sqsd "
         "sends.", Choices(("http", "lambda"))),
@@ -193,14 +194,17 @@ KEYS: tuple[Key, ...] = (
     Key("fleet.lease", FleetConfig, "lease", "Seconds a daemon's share lives without renewal: about 3 writes per "
         "lease per limit while busy.", Range(3, 120)),
     Key("idempotency.table", IdempotencyConfig, "table", "DynamoDB table (key `slot`) of the claims of idempotent "
-        "delivery; created if missing.", allowed=TABLE_NAME_RULE, example="workerless-idempotency"),
+        "delivery; created if missing, at start or by the reload that names it. A reload that changes "
+        "`[idempotency]` lets the claims made under the old one finish there.", allowed=TABLE_NAME_RULE,
+        example="workerless-idempotency"),
     Key("idempotency.expires_after", IdempotencyConfig, "expires_after", "Seconds a success is remembered.",
         Range(60, 31_536_000)),
     Key("idempotency.on_store_failure", IdempotencyConfig, "on_store_failure", "While DynamoDB fails: `hold` "
         "delivers nothing under a key; `deliver` falls back to at least once, with a WARNING.",
         Choices(STORE_FAILURES)),
     Key("tracing.exporter", TracingConfig, "exporter", "A span per delivery over OTLP/HTTP; the endpoint and the "
-        "rest come from the `OTEL_*` variables. Needs the extra `otel`.", Choices(("otlp",))),
+        "rest come from the `OTEL_*` variables. Needs the extra `otel`. Only a restart adds, removes or changes "
+        "`[tracing]`: a reload that does is refused.", Choices(("otlp",))),
 )
 
 # Fields no TOML key sets, and where their value comes from.

@@ -8,6 +8,7 @@ import dataclasses
 import json
 from collections.abc import Collection, Iterator
 
+from .changes import RESTART_ONLY
 from .cron import PeriodicConfig, PeriodicTask
 from .descriptions import KEYS, NOT_KEYS, Choices, Key, Range
 from .fleet import FleetConfig
@@ -51,6 +52,12 @@ def configuration_lines(flags: Collection[str]) -> Iterator[str]:
            "`WORKERLESS_CONFIG`), the `WORKERLESS_*` environment variables, then the command-line flags. A bad "
            "value stops the daemon before any AWS request with one line naming the file, the key and the value, "
            "and exit status 2 (see [Troubleshooting](../troubleshooting.md#configuration-errors)).")
+    yield ""
+    restart_only = ", ".join(f"`{label}`" for label in RESTART_ONLY.values())
+    yield ("SIGHUP reads the file again and applies it without dropping a delivery, `[idempotency]` and "
+           f"`idempotency_key` included ([Reload](../operations/lifecycle.md#reload)). A restart alone applies "
+           f"{restart_only}, `[fleet]` and the `fleet_*` keys: a change to any of them refuses the whole reload "
+           "with one ERROR line naming it, and the running configuration stays.")
     for heading, owner, prefix, intro in SECTIONS:
         yield ""
         yield f"## {heading}"

@@ -108,11 +108,16 @@ def queue_info(queue: SqsQueue, clients: Clients) -> QueueInfo:
 
 
 def build_idempotency(config: Config, clients: Clients, registry: Registry, rng: random.Random) -> Idempotency | None:
+    """[idempotency] on the daemon's DynamoDB client, or on one built now (a reload that adds it)."""
     if config.idempotency is None:
         return None
-    if clients.idempotency is None:  # never delivered without the claims the configuration asks for
-        raise RuntimeError("idempotency_key is configured but no DynamoDB client was built")
-    return Idempotency(config, IdempotencyStore(clients.idempotency, config.idempotency.table), registry.count, rng)
+    dynamodb = clients.idempotency
+    if dynamodb is None and clients.build_idempotency is not None:
+        dynamodb = clients.build_idempotency(config)
+    if dynamodb is None:  # never delivered without the claims the configuration asks for
+        raise StartupError("[idempotency] needs a restart (the daemon started without a DynamoDB client and cannot "
+                           "build one on its own wire: DynamoDB's endpoint is behind a proxy)")
+    return Idempotency(config, IdempotencyStore(dynamodb, config.idempotency.table), registry.count, rng)
 
 
 def make_table(idempotency: Idempotency, dynamodb: object, stopping: gevent.event.Event, rng: random.Random,

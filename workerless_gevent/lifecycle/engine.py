@@ -4,6 +4,7 @@ poller, waits for them to drain and puts their successors in; the daemon stops i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -28,6 +29,7 @@ from ..delivery.slots import Slots
 if TYPE_CHECKING:  # imported only with [tracing]
     from ..tracing.spans import Tracing
 from ..fleet.membership import Fleet
+from ..idempotency.guard import Idempotency
 from ..metrics import Registry
 from ..observability.snapshot import TargetRow
 from ..supervision import log_greenlet_failure, spawn_supervised
@@ -54,6 +56,8 @@ class Successors:
     queues: dict[str, SqsQueue | None]  # None: the queue is removed
     dead_letter_queues: dict[str, SqsQueue]  # by source queue, for the queues above that have one
     targets: dict[str, tuple[TargetConfig, Target] | None]  # None: the target is removed
+    replaces_idempotency: bool = False  # [idempotency] changed: `idempotency` (None: removed) takes over
+    idempotency: Idempotency | None = None
 
 
 class Engine:
@@ -84,6 +88,7 @@ class Engine:
         self.poller = self.build_poller(config, [self.queue_state(queue.name) for queue in config.queues])
         self.slots = self.build_slots(config, self.poller)
         self.dispatcher: gevent.Greenlet | None = None
+        self.table_maker: gevent.Greenlet | None = None  # makes the idempotency table if missing
         for gate in self.fleet.gates.values():
             gate.has_work = lambda gate=gate: any(state.has_work() for state in self.poller.states  # type: ignore[misc]
                                                   if gate in state.fleet_gates)
@@ -122,12 +127,29 @@ class Engine:
     def start(self) -> None:
         """The gates' checking loops, then the slots (which find every gated queue paused)."""
         self.start_gates()
-        if self.idempotency is not None:  # queues with a key receive once it is usable (or deliver, unclaimed)
-            self.table_maker = gevent.spawn(make_table, self.idempotency, self.clients.idempotency, self.stopping,
-                                            self.rng, self.poller.wake.set)
-            self.table_maker.link_exception(log_greenlet_failure)
+        self.start_table_maker()
         self.dispatcher = gevent.spawn(self.slots.dispatch)
         self.dispatcher.link_exception(log_greenlet_failure)
+
+    def start_table_maker(self) -> None:
+        """Queues with a key receive once the idempotency table is usable (or deliver, unclaimed)."""
+        idempotency = self.idempotency
+        if idempotency is not None:
+            self.table_maker = gevent.spawn(make_table, idempotency, idempotency.store.dynamodb, self.stopping,
+                                            self.rng, self.poller.wake.set)
+            self.table_maker.link_exception(log_greenlet_failure)
+
+    def use_idempotency(self, idempotency: Idempotency | None) -> None:
+        """A reload's [idempotency] (None: removed), once every queue that claimed under the running one drained."""
+        if self.table_maker is not None:
+            self.table_maker.kill(block=False)
+            self.table_maker = None
+        self.idempotency = self.settler.idempotency = idempotency
+        self.leases.extend_claims = idempotency.extend if idempotency is not None else None
+        if idempotency is not None:
+            self.clients = dataclasses.replace(self.clients, idempotency=idempotency.store.dynamodb)
+            idempotency.wake = self.poller.wake.set
+            self.start_table_maker()
 
     @property
     def in_flight(self) -> set[Work]:

@@ -4,9 +4,10 @@ Unchanged queues keep running, buffers, watchers and all. A changed queue (its o
 target's) is taken out of the poller and drains: its buffer is released, its receives land, its
 deliveries end; then it restarts with the new settings, as do the queues of a changed target. A new
 queue starts at once (after the drain if its target is changing). A change of concurrency or
-[polling] drains every queue, then the slots and the poller restart. Keys that only a restart
-applies keep their running value and are named in a WARNING. An invalid file, or a queue that cannot
-be resolved, is logged in one line and the running configuration stays."""
+[polling] drains every queue, then the slots and the poller restart. A change to [idempotency] drains
+every queue with a key (claims made under the running table end there), then the new table takes over,
+made if missing as at start. A change that only a restart can apply, an invalid file, or a queue that
+cannot be resolved refuses the whole reload in one ERROR line, and the running configuration stays."""
 
 from __future__ import annotations
 
@@ -14,32 +15,35 @@ import logging
 from collections.abc import Callable, Collection
 
 from ..aws.clients import lambda_read_timeout
-from ..config.changes import Changes, applicable, compare
+from ..config.changes import Changes, compare
 from ..config.model import Config, LambdaTargetConfig
 from ..errors import ConfigError, StartupError
 from ..fleet.membership import fleet_limits
+from ..idempotency.guard import Idempotency
 from ..logs import configure_logging
-from .assembly import build_target, connection_warnings, resolve_dead_letter_queue, resolve_queue
-from .engine import Engine, Successors
+from .assembly import (build_idempotency, build_target, connection_warnings, resolve_dead_letter_queue,
+                       resolve_queue)
+from .engine import DRAIN_CHECK_SECONDS, Engine, Successors
 
 logger = logging.getLogger(__name__)
 
 
 def reload_configuration(engine: Engine, running: Config, load: Callable[[], Config]) -> Config:
-    """The configuration running afterwards: the loaded one (less restart-only keys), or `running`."""
+    """The configuration running afterwards: the loaded one, or `running` if the reload is refused."""
     try:
-        loaded = load()
+        config = load()
     except ConfigError as error:
         logger.error("reload refused, the running configuration stays: %s", error.line())
         return running
-    changes = compare(running, loaded)
-    if changes.restart_only:
-        logger.warning("reload: %s changed; only a restart applies that, the running value stays",
-                       ", ".join(changes.restart_only))
-    if changes.is_empty:
-        logger.info("reload: %s has nothing %sto apply", loaded.source, "else " if changes.restart_only else "")
+    changes = compare(running, config)
+    if changes.restart_only:  # never read and left unapplied: the whole file waits for the restart
+        logger.error("reload refused, the running configuration stays: %s: %s changed, and only a restart applies "
+                     "%s", config.source, ", ".join(changes.restart_only),
+                     "it" if len(changes.restart_only) == 1 else "them")
         return running
-    config = applicable(running, loaded)
+    if changes.is_empty:
+        logger.info("reload: %s has nothing to apply", config.source)
+        return running
     if config.concurrency > engine.started_config.concurrency:
         logger.warning("reload: concurrency=%d is above the %d the SQS and Lambda connection pools were sized for "
                        "at start; deliveries may wait for a connection until a restart",
@@ -60,25 +64,12 @@ def reload_configuration(engine: Engine, running: Config, load: Callable[[], Con
 
 
 def prepare(engine: Engine, config: Config, changes: Changes) -> Successors:
-    """New queues resolved and new targets built, before anything drains; StartupError if one cannot be."""
-    for name in changes.changed_targets:
-        target = config.targets.get(name)
-        if not isinstance(target, LambdaTargetConfig):
-            continue
-        if engine.clients.lambda_ is None:
-            raise StartupError(f"targets.{name}: a Lambda target needs a restart (the daemon started without one)")
-        # The Invoke's read timeout was set from the targets at start: a longer function would be cut off.
-        longest = lambda_read_timeout(engine.started_config) - 10
-        if target.timeout > longest:
-            raise StartupError(f"targets.{name}.timeout: {target.timeout}s is above the {longest}s the Lambda client "
-                               f"was built for at start; a restart applies it")
-    if (config.fleet, fleet_limits(config)) != (engine.started_config.fleet, fleet_limits(engine.started_config)):
-        raise StartupError("[fleet] and the fleet_* keys need a restart (this member's leases were taken for the "
-                           "limits it started with)")
-    for queue_config in config.queues:
-        if queue_config.large_payloads and engine.clients.s3 is None:
-            raise StartupError(f"queue {queue_config.name}: large_payloads needs a restart (the daemon started "
-                               f"without an S3 client)")
+    """New queues resolved, new targets and [idempotency] built, before anything drains; StartupError if one
+    cannot be."""
+    refuse_missing_clients(engine, config, changes)
+    # Built now, not yet used: no claim is made in its table before the running one's claims have ended
+    idempotency = build_idempotency(config, engine.clients, engine.registry, engine.rng) \
+        if changes.is_idempotency else None
     parts, clients = engine.parts, engine.clients
     queues = dict.fromkeys(changes.removed_queues, None)
     dead_letter_queues = {}
@@ -97,7 +88,29 @@ def prepare(engine: Engine, config: Config, changes: Changes) -> Successors:
                                         else resolve_dead_letter_queue(clients.sqs, queue_config, engine.registry))
     targets = {name: (target, build_target(target, clients, engine.rng, engine.config.aws.ca_bundle)) if target is not None else None
                for name in changes.changed_targets for target in [config.targets.get(name)]}
-    return Successors(queues, dead_letter_queues, targets)
+    return Successors(queues, dead_letter_queues, targets, changes.is_idempotency, idempotency)
+
+
+def refuse_missing_clients(engine: Engine, config: Config, changes: Changes) -> None:
+    """StartupError for a change that needs what the daemon built at start only (a client, the fleet's leases)."""
+    for name in changes.changed_targets:
+        target = config.targets.get(name)
+        if not isinstance(target, LambdaTargetConfig):
+            continue
+        if engine.clients.lambda_ is None:
+            raise StartupError(f"targets.{name}: a Lambda target needs a restart (the daemon started without one)")
+        # The Invoke's read timeout was set from the targets at start: a longer function would be cut off.
+        longest = lambda_read_timeout(engine.started_config) - 10
+        if target.timeout > longest:
+            raise StartupError(f"targets.{name}.timeout: {target.timeout}s is above the {longest}s the Lambda client "
+                               f"was built for at start; a restart applies it")
+    if (config.fleet, fleet_limits(config)) != (engine.started_config.fleet, fleet_limits(engine.started_config)):
+        raise StartupError("[fleet] and the fleet_* keys need a restart (this member's leases were taken for the "
+                           "limits it started with)")
+    for queue_config in config.queues:
+        if queue_config.large_payloads and engine.clients.s3 is None:
+            raise StartupError(f"queue {queue_config.name}: large_payloads needs a restart (the daemon started "
+                               f"without an S3 client)")
 
 
 def apply(engine: Engine, config: Config, changes: Changes, successors: Successors) -> bool:
@@ -111,10 +124,16 @@ def apply(engine: Engine, config: Config, changes: Changes, successors: Successo
     else:
         retiring = [*changes.changed_queues, *changes.removed_queues]
     retired = engine.retire(retiring)
+    # Claims end in the table they were made in: a new [idempotency] takes over once the queues that claimed
+    # (every queue with a key, retired) have drained, at once if none did; new queues with a key wait for it.
+    is_claiming = successors.replaces_idempotency and any(state.queue.config.idempotency_key for state in retired)
+    if successors.replaces_idempotency and not is_claiming:
+        engine.use_idempotency(successors.idempotency)
     # What no draining queue uses starts at once: new queues on unchanged or new targets.
     later_targets = {name for name in changes.changed_targets if name in running_targets}
     now = [queue.name for queue in config.queues if queue.name in changes.added_queues
-           and queue.target not in later_targets and not changes.is_global]
+           and queue.target not in later_targets and not changes.is_global
+           and not (is_claiming and queue.idempotency_key)]
     engine.replace(pick(successors, now, [name for name in successors.targets if name not in later_targets]))
     engine.install(config, now)
     if not retired:
@@ -124,6 +143,8 @@ def apply(engine: Engine, config: Config, changes: Changes, successors: Successo
                 ",".join(retiring), in_flight)
     if not engine.wait_for_drained(retired):
         return False
+    if is_claiming and not take_over_claims(engine, successors.idempotency):
+        return False
     later = [name for name in successors.queues if name not in now]
     engine.replace(pick(successors, later, later_targets))
     if changes.is_global:
@@ -131,6 +152,21 @@ def apply(engine: Engine, config: Config, changes: Changes, successors: Successo
     configured = [queue.name for queue in config.queues]
     engine.install(config, [name for name in configured if name not in now and
                             (changes.is_global or name in retiring or name in later)])
+    return True
+
+
+def take_over_claims(engine: Engine, successor: Idempotency | None) -> bool:
+    """With the queues that claimed drained, the running [idempotency]'s last successes are written `completed`
+    in its own table (their deletes wait for that); then `successor` takes over. False if stopping first (the
+    stop then writes them)."""
+    running = engine.idempotency
+    if running is not None and running.completions.left():
+        logger.info("reload: %d successes still being written to idempotency table %s before the new "
+                    "[idempotency] takes over", running.completions.left(), running.config.table)
+    while running is not None and running.completions.left():
+        if engine.stopping.wait(DRAIN_CHECK_SECONDS):
+            return False
+    engine.use_idempotency(successor)
     return True
 
 
