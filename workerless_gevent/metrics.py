@@ -15,8 +15,10 @@ COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throt
             "SqsRequests", "StaleReceipts", "DeleteFailed", "VisibilityFailed", "RateLimited", "Filtered",
             "NotSnsEnvelope", "BacklogFailed",  # NotSnsEnvelope: bodies of an sns = "unwrap" queue delivered as they were
             # idempotent delivery: copies of a success deleted undelivered, copies left for a claim held elsewhere,
-            # messages without their key (delivered as usual), DynamoDB calls that failed after the wire's retries
-            "Duplicates", "IdempotencyInProgress", "IdempotencyKeyMissing", "IdempotencyStoreErrors")
+            # messages without their key (delivered as usual), DynamoDB calls that failed after the wire's retries,
+            # copies of a success with another payload (validate_payload: failed undelivered)
+            "Duplicates", "IdempotencyInProgress", "IdempotencyKeyMissing", "IdempotencyStoreErrors",
+            "IdempotencyKeyConflicts")
 OVERALL = ""  # the "queue" of counters that belong to no queue
 # InternalErrors: unexpected errors a supervised loop survived; with [tracing], spans dropped from a full buffer
 # and span batches the collector did not take

@@ -1,9 +1,11 @@
 """The rules more than one layer follows, written once: AWS's throttle and transient error codes, jittered
-exponential backoff, SQS's 12-hour limit on a receipt's visibility, and what counts as a loopback host. Pure, and it imports only the
+exponential backoff, SQS's 12-hour limit on a receipt's visibility, what counts as a loopback host, and how an
+idempotency key is shown outside its table (the HTTP target's header and the log lines). Pure, and it imports only the
 standard library, so `wire/` may use it too without knowing anything of the daemon."""
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import random
 
@@ -49,3 +51,15 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+SHORT_KEY_BYTES = 256
+
+
+def short_key(key: str) -> str:
+    """An idempotency key as the header and the log lines show it: as it is up to 256 bytes of printable ASCII
+    (no space at either end, which HTTP parsers strip), else `sha256:` and the hex digest of its UTF-8, so an
+    app can match the header to a log line and no server refuses the header for its size."""
+    if len(key) <= SHORT_KEY_BYTES and key.isascii() and key.isprintable() and key.strip(" ") == key:
+        return key
+    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()

@@ -259,3 +259,45 @@ def test_check_validates_tracing_and_says_when_the_extra_is_missing(tmp_path: Pa
     assert missing.stderr.strip().splitlines() == [
         f"{tmp_path / 'tracing.toml'}: tracing: needs OpenTelemetry, the optional extra otel: "
         "pip install 'workerless-gevent[otel]' (got \"opentelemetry.sdk is not installed\")"]
+
+
+RAISING_SAMPLER = '''
+from opentelemetry.sdk.trace import sampling
+
+
+class RaisingSampler(sampling.Sampler):
+    """A plugin sampler with a bug: every decision raises."""
+
+    def should_sample(self, *args, **kwargs):
+        raise RuntimeError("the sampler plugin broke")
+
+    def get_description(self):
+        return "RaisingSampler"
+
+
+sampling._KNOWN_SAMPLERS["raising"] = RaisingSampler()
+'''
+
+
+def test_a_tracer_that_raises_leaves_deliveries_untraced_never_failed(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], receiver: OtlpReceiver, http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    """Tracing fails open: a sampler plugin that raises at every decision (registered the way the SDK names its
+    samplers, OTEL_TRACES_SAMPLER) costs the spans, not the deliveries; one WARNING says so."""
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "sitecustomize.py").write_text(RAISING_SAMPLER)
+    queue = make_queue()
+    for index in range(3):
+        send(sqs, queue, f"untraced-{index}")
+    env = traced_env(aws_env, receiver, OTEL_TRACES_SAMPLER="raising", PYTHONPATH=str(plugin))
+    proc = daemon(["-c", str(traced_config(tmp_path, queue, {"type": "http", "url": f"{http_app.url}/"}))], env=env)
+    http_app.wait_for_requests(3, timeout=60)
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 60, message=proc.output)
+    assert proc.stop(timeout=30) == 0
+    warnings = [line for line in log_lines(proc) if "tracing failed, delivering untraced" in line.get("message", "")]
+    assert len(warnings) == 1, warnings
+    assert "the sampler plugin broke" in warnings[0]["message"]
+    assert not any(line.get("outcome") == "failure" for line in log_lines(proc))
+    assert receiver.named(f"{queue.name} process") == []

@@ -202,6 +202,11 @@ KEYS: tuple[Key, ...] = (
     Key("idempotency.on_store_failure", IdempotencyConfig, "on_store_failure", "While DynamoDB fails: `hold` "
         "delivers nothing under a key; `deliver` falls back to at least once, with a WARNING.",
         Choices(STORE_FAILURES)),
+    Key("idempotency.validate_payload", IdempotencyConfig, "validate_payload", "Remember a SHA-256 of each "
+        "success's payload (the body, or the notification inside with `sns = \"unwrap\"`): a copy of a completed "
+        "key with another payload is not deleted as a duplicate but fails as `IdempotencyKeyReused` (retried and "
+        "dead-lettered as any failure, counted `IdempotencyKeyConflicts`), never delivered.",
+        allowed="true or false", example=True),
     Key("tracing.exporter", TracingConfig, "exporter", "A span per delivery over OTLP/HTTP; the endpoint and the "
         "rest come from the `OTEL_*` variables. Needs the extra `otel`. Only a restart adds, removes or changes "
         "`[tracing]`: a reload that does is refused.", Choices(("otlp",))),

@@ -25,6 +25,7 @@ class IdempotencyConfig:
     table: str = DEFAULT_TABLE  # DynamoDB, created if missing; its key is `slot`, like the claims and fleet tables
     expires_after: int = 3600  # seconds a success is remembered
     on_store_failure: str = "hold"  # "hold": deliver nothing under a key while DynamoDB fails; "deliver"
+    validate_payload: bool = False  # a copy of a completed key with another payload fails as IdempotencyKeyReused
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +41,8 @@ def read_idempotency(table: Table) -> IdempotencyConfig:
     if not TABLE_NAME.match(name):
         raise table.fail("table", "must be 3-255 letters, digits, _ - or . (a DynamoDB table name)", name)
     idempotency = IdempotencyConfig(table=name, expires_after=table.integer("expires_after", 3600, 60, 31_536_000),
-                                    on_store_failure=table.string("on_store_failure", "hold", STORE_FAILURES))
+                                    on_store_failure=table.string("on_store_failure", "hold", STORE_FAILURES),
+                                    validate_payload=table.boolean("validate_payload", False))
     table.finish()
     return idempotency
 

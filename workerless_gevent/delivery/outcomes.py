@@ -20,9 +20,10 @@ from typing import Any
 from ..errors import AWS_ERRORS, describe_error
 from ..filtering import matches_any
 from ..idempotency.guard import Idempotency
+from ..idempotency.keys import shown_key
 from ..logs import fields
 from ..message import Message
-from ..metrics import Registry
+from ..metrics import OVERALL, Registry
 from ..rules import MAX_VISIBILITY_SECONDS, receipt_seconds_left
 from ..targets import Outcome, Result
 from .leases import Leases
@@ -59,10 +60,19 @@ class Settler:
         self.leases = leases
         self.finish = finish  # the poller's: frees FIFO groups, returns buffered messages behind a failure
         self.overloads: OrderedDict[str, int] = OrderedDict()  # message id -> overloaded attempts
+        self.undelivered: OrderedDict[str, int] = OrderedDict()  # message id -> receives that did not deliver it
         self.note: Note | None = None  # [tracing]: a retry or a dead letter, as an event on the delivery's span
 
     def admit(self, queue: SqsQueue, messages: list[Message]) -> list[Message]:
-        """At receive: count, expire what is past its retention period, hold the rest."""
+        """At receive: count, expire what is past its retention period, hold the rest. A bug on the way
+        releases what it had not settled (visible again now) before it is raised."""
+        try:
+            return self.admit_received(queue, messages)
+        except Exception:
+            self.release([message for message in messages if not message.settled])
+            raise
+
+    def admit_received(self, queue: SqsQueue, messages: list[Message]) -> list[Message]:
         if not messages:
             self.registry.count(queue.name, "EmptyReceives")
             return []
@@ -95,25 +105,47 @@ class Settler:
         return admitted
 
     def sort_out(self, queue: SqsQueue, messages: list[Message], idempotency: Idempotency) -> list[Message]:
-        """Keyed messages: those whose claim is ours are delivered, copies of a success deleted, copies of a
-        key held elsewhere (or everything while the table fails, holding) hidden until they may be claimed."""
+        """Keyed messages: those whose claim is ours are delivered, copies of a success deleted in place, copies
+        of a key held elsewhere (or every keyed one while the table fails, holding) hidden until they may be
+        claimed. On a FIFO queue, what follows a hidden message in its group is released, not delivered ahead
+        of it. Returns the messages to deliver, in the receive's order."""
         admission = idempotency.admit(queue.name, messages)
         if admission.missing:
             self.registry.count(queue.name, "IdempotencyKeyMissing", admission.missing)
         for message in admission.duplicates:
             self.registry.count(queue.name, "Duplicates")
             logger.info("queue=%s message=%s key=%s already delivered: deleted as a duplicate", queue.name,
-                        message.message_id, message.idempotency_key,
+                        message.message_id, shown_key(message),
                         extra=fields(queue=queue.name, message_id=message.message_id, outcome="duplicate"))
             self.delete(queue, message)
-        if admission.later and idempotency.health.is_table_ready and not idempotency.health.is_holding:
+        self.fail_reused(queue, admission.reused)
+        if admission.later and not admission.is_held:
             self.registry.count(queue.name, "IdempotencyInProgress", len(admission.later))
+        why = "held while the idempotency table fails" if admission.is_held else "is claimed elsewhere"
         for message, seconds in admission.later:
-            logger.info("queue=%s message=%s key=%s is claimed elsewhere: visible again in %ds", queue.name,
-                         message.message_id, message.idempotency_key, seconds,
-                         extra=fields(queue=queue.name, message_id=message.message_id))
+            logger.info("queue=%s message=%s key=%s %s: visible again in %ds", queue.name, message.message_id,
+                        shown_key(message), why, seconds,
+                        extra=fields(queue=queue.name, message_id=message.message_id))
+            self.note_undelivered(message)
             self.change_visibility(queue, message, seconds)
-        return admission.deliver
+        deliver, behind = split_behind(messages, admission.deliver,
+                                       [message for message, _ in admission.later] + admission.reused)
+        if behind:
+            self.release(behind)
+        return deliver
+
+    def fail_reused(self, queue: SqsQueue, messages: list[Message]) -> None:
+        """validate_payload: a copy of a completed key with another payload is a failed attempt that never
+        reaches the target (the key's claim is not taken): retried or dead-lettered by the usual rules."""
+        for message in messages:
+            self.registry.count(queue.name, "IdempotencyKeyConflicts")
+            outcome = Outcome.failure("IdempotencyKeyReused", f"key {shown_key(message)} already succeeded with "
+                                      "another payload; not delivered")
+            action, seconds = self.decide(queue, message, outcome, queue.config.target)
+            if action == "dead-letter" and self.dead_letter(queue, message, outcome):
+                self.delete(queue, message)
+            else:
+                self.change_visibility(queue, message, seconds)
 
     def start(self, work: Work, seconds: float) -> None:
         """A delivery starts: its messages are kept invisible only until it must have ended."""
@@ -128,6 +160,9 @@ class Settler:
                          len(outcomes), len(work.messages), extra=fields(queue=queue.name, target=target))
             outcomes = [Outcome.failure("InternalError", f"{len(outcomes)} outcomes for {len(work.messages)} messages")
                         ] * len(work.messages)
+        if self.idempotency is not None:  # one settle's claims given up together, not one message after another
+            self.idempotency.give_up([message for message, outcome in zip(work.messages, outcomes)
+                                      if outcome.result is not Result.SUCCESS and message.claim is not None])
         failed_groups: set[str] = set()
         overloaded = False
         for message, outcome in zip(work.messages, outcomes):
@@ -176,7 +211,12 @@ class Settler:
         if self.note is not None:
             detail: dict[str, str | int] = {"workerless.retry_in_seconds": seconds} if action == "retry" else \
                 {"workerless.dead_letter_queue": self.dead_letter_queues[queue.name].name}
-            self.note(message, "retry scheduled" if action == "retry" else "dead-lettered", detail)
+            try:  # tracing fails open: the message's action is already on its way
+                self.note(message, "retry scheduled" if action == "retry" else "dead-lettered", detail)
+            except Exception:
+                self.registry.count(OVERALL, "InternalErrors")
+                logger.debug("queue=%s message=%s tracing's note failed", queue.name, message.message_id,
+                             exc_info=True)
 
     def delete(self, queue: SqsQueue, message: Message) -> None:
         """The message's last action: from here its heartbeat stops."""
@@ -212,26 +252,30 @@ class Settler:
                        extra=fields(**ids, outcome="failure", error_type=outcome.error_type,
                                     receive_count=message.receive_count))
         seconds = within_receipt_limit(message, retry_delay_seconds(queue, message))
-        counted = message.receive_count - min(FREE_OVERLOADS, self.overloads.get(message.message_id, 0))
+        counted = (message.receive_count - min(FREE_OVERLOADS, self.overloads.get(message.message_id, 0))
+                   - self.undelivered.get(message.message_id, 0))
         if queue.name in self.dead_letter_queues and counted >= queue.config.max_retries:
             return "dead-letter", seconds  # the seconds serve if the copy cannot be made
         return "retry", seconds
 
     def note_overload(self, message: Message) -> int:
         """One more overloaded attempt of this message; returns how many it has had (in this process)."""
-        count = self.overloads.pop(message.message_id, 0) + 1
-        self.overloads[message.message_id] = count
-        if len(self.overloads) > REMEMBERED_OVERLOADS:
-            self.overloads.popitem(last=False)
-        return count
+        return remember(self.overloads, message.message_id)
 
     def release(self, messages: list[Message]) -> None:
-        """Received but never started (stopping, or behind a failed FIFO message): visible again now."""
+        """Received but never started (stopping, or behind a failed or hidden FIFO message): visible again now;
+        a receive that did not deliver it does not count toward its max_retries."""
         if self.idempotency is not None:
             self.idempotency.give_up(messages)  # their claims at once, not one by one
         for message in messages:
             self.leases.release(message)
+            self.note_undelivered(message)
             self.change_visibility(self.queues[message.queue], message, 0)
+
+    def note_undelivered(self, message: Message) -> None:
+        """A receive of this message that will not deliver it (held, deferred, released): SQS counts it in
+        ApproximateReceiveCount, max_retries must not (remembered in this process)."""
+        remember(self.undelivered, message.message_id)
 
     def dead_letter(self, queue: SqsQueue, message: Message, outcome: Outcome) -> bool:
         """Copy to the dead-letter queue; True once the copy is safely there (then the caller deletes)."""
@@ -252,6 +296,34 @@ class Settler:
                        extra=fields(queue=queue.name, message_id=message.message_id, outcome="dead-lettered",
                                     dead_letter_queue=dead_letter_queue.name, receive_count=message.receive_count))
         return True
+
+
+def remember(counts: OrderedDict[str, int], message_id: str) -> int:
+    """One more of something for this message id; returns how many so far. The least recent ids are forgotten
+    past REMEMBERED_OVERLOADS."""
+    count = counts.pop(message_id, 0) + 1
+    counts[message_id] = count
+    if len(counts) > REMEMBERED_OVERLOADS:
+        counts.popitem(last=False)
+    return count
+
+
+def split_behind(received: list[Message], deliver: list[Message], hidden: list[Message]) -> tuple[list[Message],
+                                                                                                  list[Message]]:
+    """FIFO: the messages of `deliver` that come after a hidden one of their group in the receive (`received`'s
+    order) go back to the queue instead, so the group is never delivered out of its order."""
+    first_hidden: dict[str, int] = {}
+    position = {id(message): index for index, message in enumerate(received)}
+    for message in hidden:
+        if message.group_id is not None:
+            first_hidden[message.group_id] = min(first_hidden.get(message.group_id, len(received)),
+                                                 position[id(message)])
+    if not first_hidden:
+        return deliver, []
+    behind = [message for message in deliver if message.group_id in first_hidden
+              and position[id(message)] > first_hidden[message.group_id]]
+    behind_ids = set(map(id, behind))
+    return [message for message in deliver if id(message) not in behind_ids], behind
 
 
 def retry_delay_seconds(queue: SqsQueue, message: Message) -> int:

@@ -36,6 +36,7 @@ class QueueState:
     flow: TargetFlow | None = None  # the target's in-flight limit and rate, shared by its queues
     window_seconds: float = 0.0  # a Lambda batching window: how long to wait to fill take_size
     fleet_gates: tuple[SharedLimit, ...] = ()  # its fleet-wide limits (fleet/): shares leased across daemons
+    receive_hold: Callable[[], float] | None = None  # seconds its receives wait (the idempotency table's hold)
     receiving: Receiving = field(init=False)
     busy_groups: set[str] = field(default_factory=set)
     in_flight: int = 0  # deliveries from this queue now
@@ -43,6 +44,8 @@ class QueueState:
 
     def __post_init__(self) -> None:
         self.receiving = Receiving(self.queue, self.take_size)
+        if self.receive_hold is not None:
+            self.receiving.hold_seconds = self.receive_hold
 
     def wait_seconds(self) -> float:
         """0 when a delivery from this queue may start now; infinity while capped (a finish wakes)."""

@@ -32,6 +32,7 @@ MAX_BACKOFF_SECONDS = 10.0  # a failing queue is tried again at least this often
 MAX_RECEIVES_PER_QUEUE = 32  # 320 messages per round trip: 6,400 a second at 50 ms
 AHEAD_PER_SLOT = 8  # the most deliveries per slot that receives ahead count on during one round trip
 FILL_RETRY_SECONDS = 0.5  # while a batching window fills: the pause after an empty receive
+HOLD_LOOK_SECONDS = 1.0  # a held watcher looks again at least this often (the hold may end early)
 SMOOTHING = 0.1  # weight of the newest sample in the moving averages of receive time and delivery pace
 
 Admit = Callable[[SqsQueue, list[Message]], list[Message]]
@@ -62,6 +63,8 @@ class Receiving:
     is_retired: bool = False  # a reload took its queue out of the poller: no new receive, no watcher
     last_empty_at: float = -math.inf  # time.monotonic() of its latest receive that came back empty
     is_fifo: bool = field(init=False)  # its queue's, read on every take
+    # Seconds until the queue may receive at all (its watcher included): a store outage holds a keyed queue
+    hold_seconds: Callable[[], float] = field(default=lambda: 0.0)
 
     def __post_init__(self) -> None:
         self.is_fifo = self.queue.config.is_fifo
@@ -227,6 +230,9 @@ class Receiver:
     def _watch(self, state: Receiving) -> None:
         """Long-poll one idle queue until it yields messages, backing off on its own errors."""
         while not self.stopping.is_set() and not state.is_retired:
+            if (held := state.hold_seconds()) > 0:  # every receive spends one of a message's receives
+                self.stopping.wait(min(held, HOLD_LOOK_SECONDS))
+                continue
             try:
                 messages = self._receive(state, self.poll_for_seconds)
             except AWS_ERRORS as error:

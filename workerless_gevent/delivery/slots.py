@@ -4,6 +4,7 @@ to its queue's target and handing the outcomes to the settler, then coming back 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from .poller import Poller, Work
 from .utilization import Utilization
 
 logger = logging.getLogger(__name__)
+
+TRACING_WARNING_SECONDS = 60.0
 
 
 class DeliveryTracer(Protocol):
@@ -67,6 +70,7 @@ class Slots:
         self.started_messages = 0
         self.utilization = Utilization(config.concurrency, config.metrics_interval)  # one slot per work
         self.tracer: DeliveryTracer | None = None  # with [tracing]
+        self.tracing_warned_at = -math.inf  # time.monotonic() of the latest WARNING of a failing tracer
 
     def in_flight_by_queue(self, queue_names: Iterable[str]) -> dict[str, float]:
         """Messages being delivered per queue, zero included: the reader behind the InFlight gauge."""
@@ -156,8 +160,8 @@ class Slots:
             self.settler.start(work, target.deadline_seconds(messages) + 5)
             started = time.monotonic()
             if tracer is not None:  # current until the work is settled: its log lines carry the span's ids
-                traced = tracer.start(queue.name, target.name, messages or work.messages,
-                                      target.messages_per_delivery > 1 or len(messages) > 1)
+                traced = self.start_span(tracer, queue.name, target.name, messages or work.messages,
+                                         target.messages_per_delivery > 1 or len(messages) > 1)
             if prepared is None:
                 outcomes = target.deliver(self.queue_infos[queue.name], messages)
             else:
@@ -179,5 +183,31 @@ class Slots:
         finally:
             if traced is not None:
                 assert tracer is not None
-                tracer.finish(traced, outcomes)
+                self.finish_span(tracer, queue.name, traced, outcomes)
             self.let_go(work)
+
+    def start_span(self, tracer: DeliveryTracer, queue: str, target: str, messages: list[Message],
+                   is_batch: bool) -> Any:
+        """Tracing fails open: a tracer that raises (a plugin sampler, an exporter's bug) leaves the delivery
+        untraced, never failed."""
+        try:
+            return tracer.start(queue, target, messages, is_batch)
+        except Exception as error:
+            self.note_tracing_failure(queue, error)
+            return None
+
+    def finish_span(self, tracer: DeliveryTracer, queue: str, traced: Any, outcomes: list[Outcome]) -> None:
+        try:
+            tracer.finish(traced, outcomes)
+        except Exception as error:
+            self.note_tracing_failure(queue, error)
+
+    def note_tracing_failure(self, queue: str, error: Exception) -> None:
+        """Counted each time; one WARNING per TRACING_WARNING_SECONDS."""
+        self.registry.count(OVERALL, "InternalErrors")
+        now = time.monotonic()
+        if now - self.tracing_warned_at >= TRACING_WARNING_SECONDS:
+            self.tracing_warned_at = now
+            logger.warning("queue=%s tracing failed, delivering untraced (one warning per %.0fs): %s: %s", queue,
+                           TRACING_WARNING_SECONDS, type(error).__name__, error, exc_info=True,
+                           extra=fields(queue=queue))

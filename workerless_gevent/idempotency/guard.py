@@ -10,7 +10,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import gevent
 import gevent.pool
@@ -22,14 +22,17 @@ from ..logs import fields
 from ..message import Message
 from ..rules import MAX_VISIBILITY_SECONDS, receipt_seconds_left
 from .completions import Completions, Count
-from .health import StoreGate, StoreHealth
-from .keys import item_key, key_of
+from .health import StoreGate, StoreHealth, StoreTimeout
+from .keys import item_key, key_of, payload_digest, shown_key
 from .store import Claim, IdempotencyStore
 
 logger = logging.getLogger(__name__)
 
 REMOVE_SECONDS = 5.0  # what releasing claims may add to a release (a stop, a failed FIFO group)
 REMOVE_AT_ONCE = 10
+EXTEND_AT_ONCE = 25  # claim extensions on their way at once
+EXTEND_TIMEOUT_SECONDS = 10.0
+EXTEND_WARNING_SECONDS = 60.0  # failed extensions are summed into one WARNING at most this often
 
 
 @dataclass
@@ -37,8 +40,10 @@ class Admission:
     """What the settler does with a receive's keyed messages."""
     deliver: list[Message] = field(default_factory=list)
     duplicates: list[Message] = field(default_factory=list)  # completed: delete undelivered
+    reused: list[Message] = field(default_factory=list)  # completed with another payload: fail undelivered
     later: list[tuple[Message, int]] = field(default_factory=list)  # visible again in so many seconds
     missing: int = 0  # delivered without a key
+    is_held: bool = False  # `later` holds keyed messages because the table is not usable (not another's claim)
 
 
 class Idempotency:
@@ -52,7 +57,10 @@ class Idempotency:
         self.count = count
         self.rng = rng
         self.health = StoreHealth(self.config, rng)
-        self.gate = StoreGate(self.health)
+        self.wake: Callable[[], None] = lambda: None  # the poller's, once it is built: a probe answered
+        self.gate = StoreGate(self.health, store.probe, self.count_probe_failure, lambda: self.wake())
+        self.extend_failures = 0  # failed claim extensions since the last WARNING about them
+        self.extend_warned_at = -math.inf  # time.monotonic() of that WARNING
         self.completions = Completions(store, self.health, self.config.expires_after, count, rng)
 
     def update(self, config: Config) -> None:
@@ -60,55 +68,73 @@ class Idempotency:
         self.specs = {queue.name: spec for queue in config.queues
                       if queue.idempotency_key and (spec := parse_key(queue.idempotency_key)) is not None}
         self.unwraps = {queue.name: queue.sns == "unwrap" for queue in config.queues}
+        validates = config.idempotency is not None and config.idempotency.validate_payload
+        self.payloads = {queue.name: queue.large_payloads for queue in config.queues} if validates else {}
 
     def has_key(self, queue: str) -> bool:
         return queue in self.specs
 
     def admit(self, queue: str, messages: list[Message]) -> Admission:
         """Read each message's key and claim the keys (one transaction); DynamoDB failing, `hold` keeps the
-        keyed messages hidden for a back-off, `deliver` delivers them without claims."""
+        keyed messages hidden until the table is probed again, `deliver` delivers them without claims. The
+        admission keeps the receive's order (a FIFO group's messages are delivered in it, keyed or not)."""
         admission = Admission()
         spec, unwrap = self.specs[queue], self.unwraps[queue]
         keyed: dict[str, tuple[Message, Claim]] = {}
+        deferred: dict[int, int] = {}  # id(message) -> seconds until visible again
         for message in messages:
             key = key_of(spec, message, unwrap)
             message.idempotency_key = key
             if key is None:
                 admission.missing += 1
-                admission.deliver.append(message)
                 continue
             slot = item_key(queue, key)
             if slot in keyed:  # the same key twice in one receive: the second waits for the first's claim
-                admission.later.append((message, claim_seconds(message)))
+                deferred[id(message)] = claim_seconds(message)
                 continue
-            keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", claim_deadline(message)))
-        if not keyed:
-            return admission
-        if self.health.is_waiting_for_table:  # a watcher's receive at start
-            admission.later.extend((message, 1) for message, _ in keyed.values())
-            return admission
-        claims = [claim for _, claim in keyed.values()]
+            keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", claim_deadline(message),
+                                          self.payload_hash(message)))
+        if keyed and (self.health.is_waiting_for_table or self.health.is_holding):  # no claim can be made now
+            admission.is_held = bool(keyed)
+            deferred.update((id(message), self.health.hide_seconds()) for message, _ in keyed.values())
+        elif keyed:
+            self.claim(queue, list(keyed.values()), admission, deferred)
+        duplicates = set(map(id, admission.duplicates + admission.reused))
+        for message in messages:
+            if id(message) in deferred:
+                admission.later.append((message, deferred[id(message)]))
+            elif id(message) not in duplicates:
+                admission.deliver.append(message)
+        return admission
+
+    def claim(self, queue: str, pairs: list[tuple[Message, Claim]], admission: Admission,
+              deferred: dict[int, int]) -> None:
+        """One transaction for a receive's keys: each claimed message gets its token, each copy of a success
+        goes to `duplicates`, each key held elsewhere (or every key, the table failing while holding) to
+        `deferred`."""
         try:
-            verdicts = self.store.claim_all(claims)
+            verdicts = self.store.claim_all([claim for _, claim in pairs])
         except AWS_ERRORS as error:
             self.count(queue, "IdempotencyStoreErrors", 1)
-            seconds = self.health.failed(describe_error(error))
-            pairs = list(keyed.values())
+            self.health.failed(describe_error(error))
             if self.health.is_holding:
-                admission.later.extend((message, seconds) for message, _ in pairs)
-            else:
-                admission.deliver.extend(message for message, _ in pairs)
-            return admission
+                admission.is_held = True
+                deferred.update((id(message), self.health.hide_seconds()) for message, _ in pairs)
+            return
         self.health.answered()
-        for (message, claim), verdict in zip(keyed.values(), verdicts):
+        for (message, claim), verdict in zip(pairs, verdicts):
             if verdict.kind == "claimed":
                 message.claim = claim.token
-                admission.deliver.append(message)
             elif verdict.kind == "completed":
                 admission.duplicates.append(message)
+            elif verdict.kind == "reused":
+                admission.reused.append(message)
             else:
-                admission.later.append((message, within_limits(message, verdict.seconds)))
-        return admission
+                deferred[id(message)] = within_limits(message, verdict.seconds)
+
+    def count_probe_failure(self) -> None:
+        for queue in self.specs:
+            self.count(queue, "IdempotencyStoreErrors", 1)
 
     def claim_of(self, message: Message, deadline: int = 0) -> Claim:
         assert message.claim is not None and message.idempotency_key is not None
@@ -116,9 +142,15 @@ class Idempotency:
 
     def complete(self, message: Message, delete: Callable[[], None]) -> None:
         """After a success: `completed`, then `delete`."""
-        claim = self.claim_of(message)
+        claim = replace(self.claim_of(message), payload_hash=self.payload_hash(message))
         message.claim = None
         self.completions.add(message, claim, delete)
+
+    def payload_hash(self, message: Message) -> str | None:
+        """validate_payload's hash of a keyed message's payload; None without it."""
+        if message.queue not in self.payloads:
+            return None
+        return payload_digest(message, self.unwraps.get(message.queue, False), self.payloads[message.queue])
 
     def give_up(self, messages: list[Message]) -> None:
         """Before these messages are visible again (a failure, a release) or dead-lettered: their claims go,
@@ -144,28 +176,52 @@ class Idempotency:
             self.health.failed(describe_error(error))
             logger.warning("queue=%s message=%s key=%s claim not given up (%s): the message waits until the claim's "
                            "deadline before it is delivered again", message.queue, message.message_id,
-                           message.idempotency_key, describe_error(error),
+                           shown_key(message), describe_error(error),
                            extra=fields(queue=message.queue, message_id=message.message_id))
 
     def extend(self, messages: list[Message]) -> None:
-        """The heartbeat kept these messages hidden longer: their claims follow (in the background)."""
+        """The heartbeat kept these messages hidden longer: their claims follow, several at once in the
+        background (one after another, a thousand claims would lapse before the last was extended)."""
         claimed = [message for message in messages if message.claim is not None]
-        if claimed:
-            gevent.spawn(self._extend, claimed)
+        if claimed:  # the heartbeat does not wait for DynamoDB
+            gevent.spawn(self._extend_all, claimed)
 
-    def _extend(self, messages: list[Message]) -> None:
+    def _extend_all(self, messages: list[Message]) -> None:
+        pool = gevent.pool.Pool(EXTEND_AT_ONCE)
         for message in messages:
-            if message.claim is None:
-                continue
-            claim = self.claim_of(message, claim_deadline(message))
-            try:
-                if not self.store.extend(claim):
-                    logger.warning("queue=%s message=%s key=%s: its claim lapsed and another took the key; both may "
-                                   "deliver it", message.queue, message.message_id, message.idempotency_key,
-                                   extra=fields(queue=message.queue, message_id=message.message_id))
-            except AWS_ERRORS as error:
-                self.count(message.queue, "IdempotencyStoreErrors", 1)
-                self.health.failed(describe_error(error))
+            pool.spawn(self._extend, message)
+        pool.join()
+
+    def _extend(self, message: Message) -> None:
+        if message.claim is None:
+            return
+        claim = self.claim_of(message, claim_deadline(message))
+        try:
+            with gevent.Timeout(EXTEND_TIMEOUT_SECONDS, StoreTimeout):
+                is_ours = self.store.extend(claim)
+        except (*AWS_ERRORS, StoreTimeout) as error:
+            self.count(message.queue, "IdempotencyStoreErrors", 1)
+            self.health.failed(describe_error(error))
+            self.note_extend_failure(message, describe_error(error))
+            return
+        if not is_ours:
+            logger.warning("queue=%s message=%s key=%s: its claim lapsed and another took the key; both may "
+                           "deliver it", message.queue, message.message_id, shown_key(message),
+                           extra=fields(queue=message.queue, message_id=message.message_id))
+
+    def note_extend_failure(self, message: Message, error: str) -> None:
+        """Failed extensions: one WARNING per interval with how many failed since the last one."""
+        self.extend_failures += 1
+        now = time.monotonic()
+        if now - self.extend_warned_at < EXTEND_WARNING_SECONDS:
+            return
+        logger.warning("queue=%s message=%s key=%s: %d idempotency claims not extended in the last %.0fs (%s): a "
+                       "claim that lapses lets a copy of its message be delivered meanwhile", message.queue,
+                       message.message_id, shown_key(message), self.extend_failures,
+                       min(now - self.extend_warned_at, EXTEND_WARNING_SECONDS), error,
+                       extra=fields(queue=message.queue, message_id=message.message_id))
+        self.extend_failures = 0
+        self.extend_warned_at = now
 
 
 def claim_deadline(message: Message) -> int:

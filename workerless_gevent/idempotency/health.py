@@ -1,19 +1,29 @@
 """Whether the idempotency table answers, as the poller (`StoreGate`), /readyz and the status page ask it:
-one record per daemon, since every queue with a key shares the table."""
+one record per daemon, since every queue with a key shares the table. Throttling is a failure like an
+outage; while it lasts, holding queues receive nothing and the table is probed with a write of our own."""
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
+from collections.abc import Callable
+
+import gevent
 
 from ..config.idempotency import IdempotencyConfig
+from ..errors import AWS_ERRORS, describe_error
 from ..rules import backoff_seconds
+from ..supervision import log_unexpected
 
 logger = logging.getLogger(__name__)
 
 MAX_HOLD_SECONDS = 30.0
-TABLE_CHECK_SECONDS = 1.0  # a failing table is tried again (one receive's claims) at least this often
+TABLE_CHECK_SECONDS = 1.0  # while the table is made at start: how often the poller looks again
+PROBE_WAIT_SECONDS = 1.0  # while a probe is on its way: how often the poller looks again
+PROBE_TIMEOUT_SECONDS = 10.0  # a stalled probe counts as a failure
+MIN_HIDE_SECONDS = 2  # messages a receive brought while holding stay hidden at least this long
 
 
 class StoreHealth:
@@ -58,6 +68,11 @@ class StoreHealth:
         self.retry_at = now + seconds
         return seconds
 
+    def hide_seconds(self) -> int:
+        """How long messages received while holding stay hidden: until the next probe may be made. Once hidden
+        they are not received again meanwhile, since the queue's receives wait for the probe."""
+        return max(MIN_HIDE_SECONDS, math.ceil(self.retry_at - time.monotonic()))
+
     def answered(self) -> None:
         if self.failing_since is not None:
             logger.info("idempotency table %s answers again after %d failed calls in %.0fs", self.config.table,
@@ -73,22 +88,57 @@ class StoreHealth:
         if not self.is_holding or self.failing_since is None:
             return ""
         return (f"idempotency table {self.config.table} failing for {time.monotonic() - self.failing_since:.0f}s "
-                f"({self.last_error}): nothing delivered under a key until it answers")
+                f"({self.last_error}): receiving nothing under a key until a probe write succeeds")
 
 
 class StoreGate:
-    """The poller's view of the table (`delivery.flow.SharedLimit`): a holding queue waits while it fails."""
+    """The poller's view of the table (`delivery.flow.SharedLimit`): a holding queue receives nothing while the
+    table is not usable, its watcher included (every receive spends one of a message's receives, and a queue's
+    redrive policy dead-letters a message received too often, delivered or not). Once a back-off has passed, the
+    table is probed with a write of the daemon's own, never with a queue's messages; the first that succeeds
+    resumes the queues (`wake`)."""
 
     limit_id = "idempotency"
 
-    def __init__(self, health: StoreHealth) -> None:
+    def __init__(self, health: StoreHealth, probe: Callable[[], None], count_error: Callable[[], None],
+                 wake: Callable[[], None]) -> None:
         self.health = health
+        self.probe = probe  # one conditional-free write of the daemon's own item
+        self.count_error = count_error
+        self.wake = wake
+        self.prober: gevent.Greenlet | None = None
 
     def wait_seconds(self, has_work: bool) -> float:
+        return self.hold_seconds()
+
+    def hold_seconds(self) -> float:
+        """Until a queue with a key may receive again: 0 unless the table is not usable yet or fails (holding)."""
         health = self.health
         if health.is_waiting_for_table:
             return TABLE_CHECK_SECONDS  # the table maker wakes the poller once it is there
-        return max(0.0, health.retry_at - time.monotonic()) if health.is_holding else 0.0
+        if not health.is_holding:
+            return 0.0
+        left = health.retry_at - time.monotonic()
+        if left > 0:
+            return left
+        if self.prober is None or self.prober.dead:
+            self.prober = gevent.spawn(self._probe)
+        return PROBE_WAIT_SECONDS  # the probe's success wakes the poller sooner
+
+    def _probe(self) -> None:
+        try:
+            with gevent.Timeout(PROBE_TIMEOUT_SECONDS, StoreTimeout):
+                self.probe()
+        except (*AWS_ERRORS, StoreTimeout) as error:
+            self.count_error()
+            self.health.failed(describe_error(error))
+            return
+        except Exception as error:  # a bug: the next back-off tries again, the queues stay held meanwhile
+            log_unexpected(logger, "idempotency table probe", error)
+            self.health.failed(f"{type(error).__name__}: {error}")
+            return
+        self.health.answered()
+        self.wake()
 
     def room(self) -> int:
         return 1_000_000
@@ -101,3 +151,10 @@ class StoreGate:
 
     def lapsed_reason(self) -> str:
         return self.health.problem()
+
+
+class StoreTimeout(Exception):
+    """A probe of the table that did not answer in PROBE_TIMEOUT_SECONDS."""
+
+    def __str__(self) -> str:
+        return f"no answer in {PROBE_TIMEOUT_SECONDS:.0f}s"

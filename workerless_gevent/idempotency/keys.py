@@ -1,4 +1,6 @@
-"""A message's idempotency key, as its queue's `idempotency_key` names it: pure, no I/O."""
+"""A message's idempotency key, as its queue's `idempotency_key` names it, its item in the table, and the digest
+of its payload that `validate_payload` compares: pure, no I/O. (How a key is shown outside the table is
+`rules.short_key`, which the HTTP target uses too.)"""
 
 from __future__ import annotations
 
@@ -7,8 +9,9 @@ import json
 from typing import Any
 
 from ..config.idempotency import KeySpec
-from ..envelopes import unwrap_sns
+from ..envelopes import SIZE_ATTRIBUTES, unwrap_sns
 from ..message import Message
+from ..rules import short_key
 
 ORIGINAL_ID_ATTRIBUTE = "workerless.message_id"  # the first copy's id, carried through dead letters and redrive
 MAX_KEY_BYTES = 1024  # a longer key is stored as its SHA-256 (DynamoDB's key limit is 2,048 bytes)
@@ -52,3 +55,19 @@ def item_key(queue: str, key: str) -> str:
     if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
         key = "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return f"idempotency/{queue}/{key}"
+
+
+def shown_key(message: Message) -> str:
+    """The message's key in a log line: its short form (`rules.short_key`), as the HTTP target's header has it."""
+    return "-" if message.idempotency_key is None else short_key(message.idempotency_key)
+
+
+def payload_digest(message: Message, unwrap: bool = False, large_payloads: bool = False) -> str | None:
+    """validate_payload's SHA-256 (hex) of the payload: the body, or the notification inside an SNS envelope
+    when unwrapping. None for an extended client's S3 pointer the daemon fetches: its content is read only at
+    delivery, and each send of the same payload gets a pointer of its own."""
+    if unwrap:
+        message = unwrap_sns(message) or message
+    if large_payloads and any(name in message.message_attributes for name in SIZE_ATTRIBUTES):
+        return None
+    return hashlib.sha256(message.body.encode("utf-8", "surrogatepass")).hexdigest()

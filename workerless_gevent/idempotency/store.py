@@ -17,8 +17,12 @@ KEY = "slot"
 EXPIRES = "expires_at"
 IN_PROGRESS = "in_progress"
 COMPLETED = "completed"
+PAYLOAD = "payload_sha256"  # validate_payload: a completed item's SHA-256 (hex) of the payload that succeeded
+PROBE_SLOT = "probe/store-health"  # keys are "idempotency/<queue>/<key>" (keys.item_key): never this
 CLAIM_ROUNDS = 3  # a cancelled transaction is sent again without the items that failed their condition
 CONFLICT_WAIT_SECONDS = 2.0  # another transaction held the item as ours was made: look again this soon
+# A cancelled transaction's reasons that mean the table's capacity ran out (the item itself was not in the way)
+THROTTLED_REASONS = ("ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,14 +30,16 @@ class Claim:
     slot: str
     token: str
     deadline: int  # epoch seconds
+    payload_hash: str | None = None  # validate_payload: kept with the completed item, compared by later copies
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """A claim's answer: `claimed`; `completed` (a success is remembered); `busy` (held elsewhere, for
-    `seconds` more)."""
+    """A claim's answer: `claimed`; `completed` (a success is remembered); `reused` (completed with another
+    payload, validate_payload); `busy` (held elsewhere, for `seconds` more)."""
     kind: str
     seconds: float = 0.0
+    payload_hash: str = ""  # `completed`: the hash the item keeps, if any
 
 
 CLAIMED = Verdict("claimed")
@@ -63,15 +69,24 @@ class IdempotencyStore:
             for index in pending:
                 verdicts[index] = CLAIMED
             pending = []
-        return [verdict or Verdict("busy", CONFLICT_WAIT_SECONDS) for verdict in verdicts]
+        return [against_payload(claim, verdict or Verdict("busy", CONFLICT_WAIT_SECONDS))
+                for claim, verdict in zip(claims, verdicts)]
 
     @staticmethod
     def judge_cancelled(pending: list[int], reasons: object, verdicts: list[Verdict | None], now: int) -> list[int]:
         """The claims to send again: those that failed nothing (cancelled with the rest) and those that met
-        another transaction; a failed condition gives its verdict from the item that failed it."""
+        another transaction; a failed condition gives its verdict from the item that failed it. Raises when
+        any item was throttled: the caller's back-off, not a second transaction at once."""
         if not isinstance(reasons, list) or len(reasons) != len(pending):
             raise botocore.exceptions.HTTPClientError(error=f"TransactWriteItems cancelled without a reason per "
                                                              f"item: {reasons!r:.200}")
+        throttled = [reason.get("Code") for reason in reasons
+                     if isinstance(reason, dict) and reason.get("Code") in THROTTLED_REASONS]
+        if throttled:  # the table's capacity, not another claim: a store failure, never "held elsewhere"
+            raise botocore.exceptions.ClientError(
+                {"Error": {"Code": str(throttled[0]), "Message": f"TransactWriteItems cancelled: {len(throttled)} "
+                                                                  f"of {len(reasons)} items throttled"}},
+                "TransactWriteItems")
         again = []
         for index, reason in zip(pending, reasons):
             item = reason.get("Item") if isinstance(reason, dict) else None
@@ -95,7 +110,8 @@ class IdempotencyStore:
         unprocessed under load: the caller sends those again). At most 25 claims."""
         unique = {claim.slot: claim for claim in claims}
         requests = [{"PutRequest": {"Item": {KEY: {"S": claim.slot}, "state": {"S": COMPLETED},
-                                             "owner": {"S": claim.token}, EXPIRES: {"N": str(expires_at)}}}}
+                                             "owner": {"S": claim.token}, EXPIRES: {"N": str(expires_at)},
+                                             **({PAYLOAD: {"S": claim.payload_hash}} if claim.payload_hash else {})}}}
                     for claim in unique.values()]
         answer = self.dynamodb.batch_write_item(RequestItems={self.table: requests})
         left = answer.get("UnprocessedItems", {}).get(self.table, [])
@@ -131,13 +147,30 @@ class IdempotencyStore:
             raise
         return True
 
+    def probe(self) -> None:
+        """Whether the table takes writes (a read or DescribeTable can answer while writes throttle): one
+        unconditional write of an item no key maps to, kept an hour past the latest probe (TTL garbage)."""
+        self.dynamodb.update_item(TableName=self.table, Key={KEY: {"S": PROBE_SLOT}},
+                                  UpdateExpression="SET #expires = :at",
+                                  ExpressionAttributeNames={"#expires": EXPIRES},
+                                  ExpressionAttributeValues={":at": {"N": str(int(time.time()) + 3600)}})
+
 
 def verdict_of(item: dict[str, Any], now: int) -> Verdict:
     """What a live item that failed our claim's condition says."""
     if item.get("state", {}).get("S") == COMPLETED:
-        return Verdict("completed")
+        return Verdict("completed", payload_hash=str(item.get(PAYLOAD, {}).get("S", "")))
     try:
         expires = int(item.get(EXPIRES, {}).get("N", "0"))
     except ValueError:
         expires = 0
     return Verdict("busy", max(1.0, expires - now))
+
+
+def against_payload(claim: Claim, verdict: Verdict) -> Verdict:
+    """A completed key whose item keeps another payload's hash than this copy's is `reused`; an item written
+    without a hash (validate_payload off at the time) cannot tell, and stays `completed`."""
+    if verdict.kind == "completed" and claim.payload_hash and verdict.payload_hash \
+            and verdict.payload_hash != claim.payload_hash:
+        return Verdict("reused")
+    return verdict

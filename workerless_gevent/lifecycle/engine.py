@@ -100,6 +100,8 @@ class Engine:
                         poll_for_seconds=polling.poll_for, sleep_seconds=polling.sleep, rng=self.rng,
                         stopping=self.stopping, admit=self.settler.admit, count=self.registry.count)
         self.settler.finish = poller.finish
+        if self.idempotency is not None:  # a probe that answers resumes the held queues at once
+            self.idempotency.wake = poller.wake.set
         return poller
 
     def build_slots(self, config: Config, poller: Poller) -> Slots:
@@ -119,10 +121,12 @@ class Engine:
         target_config = self.config.targets.get(queue.config.target)
         window = target_config.max_batching_window if isinstance(target_config, LambdaTargetConfig) else 0.0
         gates: tuple[SharedLimit, ...] = self.fleet.gates_for(queue.config)
+        hold = None
         if self.idempotency is not None and queue.config.idempotency_key:
             gates += (self.idempotency.gate,)  # a holding queue waits while the table fails
+            hold = self.idempotency.gate.hold_seconds  # and its watcher too
         return QueueState(queue, target.messages_per_delivery, paused_seconds, flow=self.flows[queue.config.target],
-                          window_seconds=window, fleet_gates=gates)
+                          window_seconds=window, fleet_gates=gates, receive_hold=hold)
 
     def start(self) -> None:
         """The gates' checking loops, then the slots (which find every gated queue paused)."""

@@ -36,6 +36,8 @@ COUNTER_HELP = {
     "IdempotencyInProgress": "Copies whose key another delivery holds; visible again when that claim ends.",
     "IdempotencyKeyMissing": "Messages of a queue with an idempotency_key that had no key; delivered as usual.",
     "IdempotencyStoreErrors": "DynamoDB calls of idempotent delivery that failed after retries.",
+    "IdempotencyKeyConflicts": "Copies of a completed key with another payload (validate_payload); failed as "
+                               "IdempotencyKeyReused, undelivered.",
     "SpansDropped": "Spans dropped because the span buffer was full ([tracing]; the collector slow or down).",
     "SpanExportFailures": "Span batches the OTLP collector did not take ([tracing]).",
     "InternalErrors": "Unexpected errors that a supervised loop survived (logged with a traceback).",

@@ -14,6 +14,7 @@ import urllib.parse
 from .. import __version__
 from ..config.model import HttpTargetConfig
 from ..message import Message, iso_utc
+from ..rules import short_key
 from ..wire.http import Connections, DeadlineExceeded, host_header, post_request, tls_context
 from . import Outcome, Pause, QueueInfo, Result
 from .http_headers import ENCODED_HEADER, put_value, trace_headers
@@ -119,17 +120,9 @@ def build_headers(queue_name: str, message: Message, content_type: str) -> dict[
         headers.update(message.trace_headers)
     elif "AWSTraceHeader" in message.attributes or "traceparent" in message.message_attributes:
         headers.update(trace_headers(message))
-    if message.idempotency_key is not None:
-        put_key_header(headers, message.idempotency_key)
+    if message.idempotency_key is not None:  # its short form: printable ASCII that no header rule changes
+        headers[KEY_HEADER] = short_key(message.idempotency_key)
     return headers
-
-
-def put_key_header(headers: dict[str, str], key: str) -> None:
-    """The idempotency key the daemon claimed the delivery under, for an app that keeps its own records."""
-    encoded: list[str] = []
-    put_value(headers, KEY_HEADER, key, encoded)
-    if encoded:
-        headers[ENCODED_HEADER] = ", ".join(filter(None, (headers.get(ENCODED_HEADER), *encoded)))
 
 
 def put_attribute_headers(headers: dict[str, str], message: Message) -> None:
