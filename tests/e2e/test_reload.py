@@ -255,13 +255,16 @@ KEY_HEADER = "x-workerless-idempotency-key"
 
 
 def with_key(tmp_path: Path, app: HttpApp, queue: Queue, idempotency: dict[str, Any] | None,
-             key: str | None = "body:order.id") -> Path:
+             key: str | None = "body:order.id", name: str | None = None) -> Path:
     """The file of the idempotency reloads: `queue` with `key` (None: none), [idempotency] as given (None: not
-    written, so the defaults apply while a queue has a key)."""
-    return build_config_file(tmp_path, concurrency=2, shutdown_timeout=10, polling={"poll_for": 1},
+    written, so the defaults apply while a queue has a key), the top-level `name` if given."""
+    path = build_config_file(tmp_path, concurrency=2, shutdown_timeout=10, polling={"poll_for": 1},
                              queues=[{"name": queue.name, "idempotency_key": key}],
                              targets={"default": {"type": "http", "url": f"{app.url}/v1"}},
                              tables={"idempotency": idempotency} if idempotency is not None else None)
+    if name is not None:  # build_config_file's own `name` is the file's
+        path.write_text(f"name = {json.dumps(name)}\n" + path.read_text())
+    return path
 
 
 def order(order_id: str, note: str) -> str:
@@ -294,18 +297,20 @@ def next_table(moto_server: MotoServer, claims_table: str) -> Iterator[str]:
         assert error.response["Error"]["Code"] == "ResourceNotFoundException"
 
 
+@pytest.mark.parametrize("name", [None, "reload-test"], ids=["wire", "botocore-session"])
 def test_a_reload_that_adds_idempotency_claims_from_the_next_receive_in_a_table_it_makes(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
-    make_queue: Callable[..., Queue], moto_server: MotoServer, claims_table: str, tmp_path: Path,
+    make_queue: Callable[..., Queue], moto_server: MotoServer, claims_table: str, tmp_path: Path, name: str | None,
 ) -> None:
     """No claim before the reload (nothing remembers A-0); A-1, first delivered after it, is remembered in the
-    table the reload made, and its copy is deleted without reaching the app."""
+    table the reload made, and its copy is deleted without reaching the app. With `name` (CloudWatch) the daemon
+    runs on botocore's session, which builds the reload's DynamoDB client; without, on the wire alone."""
     queue = make_queue()
-    proc = daemon(["-c", str(with_key(tmp_path, http_app, queue, None, key=None))], env=aws_env)
+    proc = daemon(["-c", str(with_key(tmp_path, http_app, queue, None, key=None, name=name))], env=aws_env)
     proc.wait_for_output("workerless started", timeout=30)
     sqs.send_message(QueueUrl=queue.url, MessageBody=order("A-0", "before"))
     http_app.wait_for_requests(1, timeout=20)
-    with_key(tmp_path, http_app, queue, {"table": claims_table, "expires_after": 600})
+    with_key(tmp_path, http_app, queue, {"table": claims_table, "expires_after": 600}, name=name)
     proc.send_signal(signal.SIGHUP)
     proc.wait_for_output("reload applied", timeout=20)
     sqs.send_message(QueueUrl=queue.url, MessageBody=order("A-1", "first"))

@@ -340,4 +340,6 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
      '{path}: idempotency.table: must be 3-255 letters, digits, _ - or . (a DynamoDB table name) (got "a b")'),
     ("idempotency-unknown-key", config_text(tables='[idempotency]\nexpire_after = 600\n'),
      "{path}: idempotency.expire_after: unknown key"),
+    ("idempotency-validate-payload-not-a-boolean", config_text(tables='[idempotency]\nvalidate_payload = "yes"\n'),
+     '{path}: idempotency.validate_payload: must be true or false (got "yes")'),
 ]

@@ -251,3 +251,12 @@ def test_config_is_frozen(tmp_path: Path) -> None:
     config = load_config(str(write_config(tmp_path, config_text())), {}, {})
     with pytest.raises(AttributeError):
         config.concurrency = 1  # type: ignore[misc]
+
+
+def test_validate_payload_is_off_by_default_and_read_when_written(tmp_path: Path) -> None:
+    keyed = config_text(queue='idempotency_key = "body:order.id"\n')
+    config = load_config(str(write_config(tmp_path, keyed)), {}, {})
+    assert config.idempotency is not None and config.idempotency.validate_payload is False
+    text = config_text(queue='idempotency_key = "body:order.id"\n', tables="[idempotency]\nvalidate_payload = true\n")
+    config = load_config(str(write_config(tmp_path, text)), {}, {})
+    assert config.idempotency is not None and config.idempotency.validate_payload is True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import random
 import time
 import urllib.parse
@@ -310,3 +311,16 @@ def test_busy_without_a_usable_retry_after_is_an_overload_by_default(
 def test_header_message_is_built_from_raw_boto3_message() -> None:
     message = Message.from_sqs("payments", raw_message(message_id="abc"), 0.0, 0.0)
     assert build_headers("payments", message, "application/json")["X-Aws-Sqsd-Msgid"] == "abc"
+
+
+@pytest.mark.parametrize(("key", "sent"), [
+    pytest.param("A-1 %20", "A-1 %20", id="printable-ascii-as-it-is"),
+    pytest.param("k" * 20_000, "sha256:" + hashlib.sha256(b"k" * 20_000).hexdigest(), id="too-long"),
+    pytest.param("tâche\n", "sha256:" + hashlib.sha256("tâche\n".encode()).hexdigest(), id="not-printable-ascii"),
+])
+def test_the_idempotency_key_header_carries_the_short_form_never_encoded(key: str, sent: str) -> None:
+    message = make_message()
+    message.idempotency_key = key
+    headers = build_headers("payments", message, "application/json")
+    assert headers["X-Workerless-Idempotency-Key"] == sent
+    assert ENCODED_HEADER not in headers

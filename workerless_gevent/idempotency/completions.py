@@ -20,6 +20,7 @@ from ..metrics import OVERALL
 from ..rules import backoff_seconds
 from ..supervision import log_unexpected
 from .health import StoreHealth
+from .keys import shown_key
 from .store import Claim, IdempotencyStore
 
 logger = logging.getLogger(__name__)
@@ -146,6 +147,6 @@ class Completions:
         message = success.message
         logger.warning("queue=%s message=%s key=%s delivered, but its success could not be written to the "
                        "idempotency table (%s): deleted all the same; a copy received later may be delivered "
-                       "again", message.queue, message.message_id, message.idempotency_key, reason,
+                       "again", message.queue, message.message_id, shown_key(message), reason,
                        extra=fields(queue=message.queue, message_id=message.message_id))
         success.delete()

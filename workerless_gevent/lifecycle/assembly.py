@@ -116,7 +116,7 @@ def build_idempotency(config: Config, clients: Clients, registry: Registry, rng:
         dynamodb = clients.build_idempotency(config)
     if dynamodb is None:  # never delivered without the claims the configuration asks for
         raise StartupError("[idempotency] needs a restart (the daemon started without a DynamoDB client and cannot "
-                           "build one on its own wire: DynamoDB's endpoint is behind a proxy)")
+                           "build one now)")
     return Idempotency(config, IdempotencyStore(dynamodb, config.idempotency.table), registry.count, rng)
 
 
