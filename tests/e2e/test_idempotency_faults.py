@@ -232,3 +232,30 @@ def test_a_receive_that_lands_during_the_stop_is_released_even_when_admitting_it
 def visible_messages(sqs: Any, url: str) -> int:
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
     return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+
+
+def test_receives_held_by_a_store_outage_do_not_count_toward_max_retries(
+    daemon: Callable[..., Daemon], sqs_env: dict[str, str], faulty_sqs: FaultySqs, http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], claims_table: str, tmp_path: Path,
+) -> None:
+    """max_retries = 2 with the daemon's own dead_letter_queue: the receive a hold hid the message on is not a
+    try, so the app sees the message twice before it is dead-lettered, however long the table was throttled."""
+    queue, dead_letters = make_queue(), make_queue()
+    faulty_sqs.fault = throttled_transaction
+    http_app.set_status(500)
+    path = build_config_file(tmp_path, concurrency=2, shutdown_timeout=10,
+                             queues=[{"name": queue.name, "idempotency_key": "body:order.id", "max_retries": 2,
+                                      "dead_letter_queue": dead_letters.name, "error_visibility_timeout": 1}],
+                             targets={"default": {"type": "http", "url": f"{http_app.url}/work"}},
+                             tables={"idempotency": {"table": claims_table, "expires_after": 600}})
+    proc = daemon(["-c", str(path)], env=sqs_env)
+    sqs.send_message(QueueUrl=queue.url, MessageBody=order("R-1"))
+    throttled_at = time.monotonic()
+    wait_until(lambda: time.monotonic() - throttled_at > 8 and faulty_sqs.faulted_count() >= 3, 90,
+               message=lambda: f"{faulty_sqs.actions()}")
+    assert http_app.requests == []
+    faulty_sqs.fault = None
+    wait_until(lambda: count_messages(sqs, dead_letters.url) == 1, 90, message=proc.output)
+    assert proc.stop(timeout=30) == 0
+    counts = [int(request.headers["x-aws-sqsd-receive-count"]) for request in http_app.requests]
+    assert len(counts) == 2, counts  # two tries, whatever the receives the outage cost
