@@ -1,0 +1,220 @@
+"""What happened to each message of a run, from the three records (the SQS model's events, the DynamoDB proxy's
+calls, the app's requests): its receives (each with what happened in it: a delivery, its claims, whether the
+store's failure held it), deliveries, delete, move to the redrive queue, dead-letter copies, and the time its
+key was first recorded `completed` in the table."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+
+from .app import Delivery
+from .run import Run
+from .schedule import MessageSpec, short_key
+from .store_proxy import StoreCall
+
+
+@dataclass
+class Receive:
+    at: float
+    until: float  # the message's next receive (inf: none)
+    keyed: bool  # received under a configuration with the queue's key
+    deliveries: list[Delivery] = field(default_factory=list)
+    claims: list[StoreCall] = field(default_factory=list)  # TransactWriteItems naming its slot
+
+    @property
+    def store_held(self) -> bool:
+        """Not delivered, and every claim of its key made for it failed as the store failing (a hold)."""
+        return not self.deliveries and bool(self.claims) and all(call.failed for call in self.claims)
+
+    @property
+    def claimed(self) -> bool:
+        return any(call.applied for call in self.claims)
+
+
+@dataclass
+class Fate:
+    spec: MessageSpec
+    message_id: str
+    key: str | None  # its idempotency key under the queue's key (None: the message has none)
+    slot: str
+    sequence: int
+    receives: list[Receive] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    deleted_at: float | None = None
+    moved_at: float | None = None  # by the redrive policy
+    copied_at: float | None = None  # the daemon's dead-letter copy
+
+    @property
+    def first_success(self) -> float | None:
+        return min((d.answered for d in self.deliveries if d.succeeded), default=None)
+
+    @property
+    def dead_lettered(self) -> bool:
+        return self.moved_at is not None or self.copied_at is not None
+
+
+@dataclass
+class Facts:
+    run: Run
+    fates: list[Fate]
+    completed_at: dict[str, float]  # slot -> when the table first held it `completed`
+    episodes: dict[int, int]  # id(StoreCall) of a failed call -> its outage (a run of failed calls)
+
+    def completed(self, fate: Fate) -> float | None:
+        return self.completed_at.get(fate.slot) if fate.key is not None else None
+
+
+def key_of(run: Run, spec: MessageSpec, message_id: str) -> str | None:
+    return {"body:order.id": spec.key, "message_id": message_id, "dedup_id": f"d{spec.serial}"}.get(
+        run.schedule.key or "", None)
+
+
+def slot_of(queue: str, key: str, seen: set[str]) -> str:
+    """The table's slot for a key, as the daemon wrote it (hashed or not), else the plain form."""
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    for slot in seen:
+        if slot.endswith("/" + key) or slot.endswith(digest):
+            return slot
+    return f"idempotency/{queue}/{key}"
+
+
+def completions(calls: list[StoreCall]) -> dict[str, float]:
+    done: dict[str, float] = {}
+    for call in calls:
+        if not call.applied:
+            continue
+        unprocessed = json.dumps(call.answer.get("UnprocessedItems", {}))
+        for slot, state in zip(call.slots, call.states):
+            if state == "completed" and slot and f'"{slot}"' not in unprocessed:
+                done[slot] = min(done.get(slot, math.inf), call.ended)
+    return done
+
+
+def outage_episodes(calls: list[StoreCall]) -> dict[int, int]:
+    episodes: dict[int, int] = {}
+    number, failing = 0, False
+    for call in sorted(calls, key=lambda call: call.arrived):
+        if call.failed:
+            number += 0 if failing else 1
+            failing = True
+            episodes[id(call)] = number
+        else:
+            failing = False
+    return episodes
+
+
+def gather(run: Run) -> Facts:
+    calls = list(run.store.calls)
+    seen = {slot for call in calls for slot in call.slots if slot}
+    model, names = run.sqs.model, run.names
+    events = [event for event in model.events if event.queue == names.queue]
+    sequences = {event.message_id: index for index, event in enumerate(events) if event.kind == "send"}
+    fates = []
+    for spec in run.schedule.messages:
+        message_id = run.sent.get(spec.serial)
+        if message_id is None:
+            continue  # a late message the run stopped before sending
+        key = key_of(run, spec, message_id)
+        fates.append(Fate(spec, message_id, key, slot_of(names.queue, key, seen) if key else "",
+                          sequences.get(message_id, -1)))
+    by_id = {fate.message_id: fate for fate in fates}
+    fill_events(run, by_id)
+    fill_receives(run, by_id, calls)
+    return Facts(run, fates, completions(calls), outage_episodes(calls))
+
+
+def fill_events(run: Run, by_id: dict[str, Fate]) -> None:
+    names = run.names
+    for event in run.sqs.model.events:
+        fate = by_id.get(event.message_id)
+        if event.queue == names.dead_letter and event.kind == "send":
+            copied = by_serial(by_id, event_serial(run, event.message_id))
+            if copied is not None and copied.copied_at is None:
+                copied.copied_at = event.at
+        if fate is None or event.queue != names.queue:
+            continue
+        if event.kind == "receive":
+            fate.receives.append(Receive(event.at, math.inf, keyed_at(run, event.at)))
+        elif event.kind == "delete" and fate.deleted_at is None:
+            fate.deleted_at = event.at
+        elif event.kind == "moved":
+            fate.moved_at = event.at
+    for delivery in run.app.deliveries:
+        fate = by_id.get(delivery.message_id)
+        if fate is not None:
+            fate.deliveries.append(delivery)
+
+
+def event_serial(run: Run, message_id: str) -> int:
+    queue = run.sqs.model.queues[run.names.dead_letter]
+    body = next((m.body for m in queue.messages if m.message_id == message_id), "")
+    try:
+        return int(json.loads(body).get("n", -1))
+    except (ValueError, AttributeError):
+        return -1
+
+
+def by_serial(by_id: dict[str, Fate], serial: int) -> Fate | None:
+    return next((fate for fate in by_id.values() if fate.spec.serial == serial), None)
+
+
+def keyed_at(run: Run, at: float) -> bool:
+    schedule = run.schedule
+    if not schedule.is_keyed:
+        return False
+    return not schedule.reload_adds_key or (run.reload_applied > 0 and at >= run.reload_applied)
+
+
+def fill_receives(run: Run, by_id: dict[str, Fate], calls: list[StoreCall]) -> None:
+    claims_by_slot: dict[str, list[StoreCall]] = {}
+    for call in calls:
+        if call.action == "TransactWriteItems":
+            for slot in set(call.slots):
+                claims_by_slot.setdefault(slot, []).append(call)
+    for fate in by_id.values():
+        for receive, following in zip(fate.receives, fate.receives[1:]):
+            receive.until = following.at
+        for receive in fate.receives:
+            receive.deliveries = [d for d in fate.deliveries if receive.at <= d.arrived < receive.until]
+            receive.claims = [call for call in claims_by_slot.get(fate.slot, [])
+                              if receive.at <= call.arrived < receive.until] if fate.key else []
+
+
+HISTORY_ENTRIES = 40
+
+
+def history(facts: Facts, fate: Fate) -> str:
+    """One message's life as the three records saw it, timed from the daemon's start: for a finding's reader."""
+    run = facts.run
+    entries: list[tuple[float, str]] = []
+    for event in run.sqs.model.events:
+        if event.message_id == fate.message_id:
+            seconds = f" {event.seconds}s" if event.seconds is not None and event.kind != "receive" else ""
+            entries.append((event.at, f"sqs {event.kind}{seconds}{' (old handle)' if event.stale else ''}"
+                                      f"{' ' + event.detail if event.detail else ''}"))
+    if fate.copied_at is not None:
+        entries.append((fate.copied_at, "sqs dead-letter copy sent"))
+    for delivery in fate.deliveries:
+        refused = f" ({delivery.refused})" if delivery.refused else ""
+        entries.append((delivery.arrived, f"app request -> {delivery.status or 'no answer'}{refused}"))
+    for call in run.store.calls:
+        if fate.slot and fate.slot in call.slots:
+            state = call.states[call.slots.index(fate.slot)]
+            outcome = f"fault {call.fault}" if call.fault else str(call.status)
+            late = f" (answered at {call.ended - run.started:.2f}s)" if call.ended - call.arrived > 0.5 else ""
+            entries.append((call.arrived, f"dynamodb {call.action}{' ' + state if state else ''} -> {outcome}{late}"))
+    entries.sort(key=lambda entry: entry[0])
+    shown = entries[:HISTORY_ENTRIES]
+    more = f"\n      ... {len(entries) - len(shown)} more" if len(entries) > len(shown) else ""
+    return "\n".join(f"      {at - run.started:6.2f}s {text}" for at, text in shown) + more
+
+
+def every_history(run: Run) -> str:
+    """Each message's history (a replay prints them all)."""
+    facts = gather(run)
+    return "\n".join(f"  #{fate.spec.serial} ({fate.message_id[:8]}, key {short_key(fate.key)}"
+                     f"{', group ' + fate.spec.group if fate.spec.group else ''}):\n{history(facts, fate)}"
+                     for fate in facts.fates)
