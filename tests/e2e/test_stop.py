@@ -160,7 +160,7 @@ def test_grace_period_ends_and_the_unfinished_delivery_is_released(
     assert proc.wait_exit(timeout=20) == 0
     elapsed = time.monotonic() - signalled
     print(f"exit {elapsed:.1f}s after SIGTERM with shutdown_timeout = 2")
-    assert 2 <= elapsed < 10
+    assert 1.5 <= elapsed < 10  # the deliveries get 1.5 s, the last flushes the other 0.5 s (lifecycle/stopping.py)
     wait_until(lambda: count_visible(sqs, queue.url) == 1, 5, message="unfinished delivery not released")
     assert drain_bodies(sqs, queue.url) == bodies
     assert "still running after the grace period" in proc.output()

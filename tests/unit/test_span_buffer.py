@@ -86,3 +86,17 @@ def test_at_stop_every_span_goes_out_in_batches() -> None:
     end(buffer, 12)
     buffer.flush_final(timeout_seconds=10)
     assert exporter.batches == [5, 5, 2] and not buffer.spans
+
+
+def test_at_stop_a_collector_that_does_not_answer_costs_the_time_left_and_what_is_left_is_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    exporter = HeldExporter()
+    exporter.is_held = True  # never released: a collector that takes the POST and never answers
+    buffer = buffer_of(exporter, batch_size=5, delay_seconds=HOUR)
+    end(buffer, 7)
+    flush = gevent.spawn(buffer.flush_final, 0.2)
+    flush.join(timeout=10)
+    assert flush.dead and flush.successful()
+    assert exporter.batches == [5] and len(buffer.spans) == 7  # the batch cut short is buffered again
+    assert "7 spans not taken by the OTLP collector within the 0.2s the stop had left" in caplog.text

@@ -61,8 +61,10 @@ KEYS: tuple[Key, ...] = (
         example="my-app-production"),
     Key("concurrency", Config, "concurrency", "Deliveries in flight at most, across all queues (Beanstalk: HTTP "
         "connections).", Range(1, 10000)),
-    Key("shutdown_timeout", Config, "shutdown_timeout", "Seconds the deliveries in flight get after SIGTERM before "
-        "what is left is released back to SQS.", Range(0, 3600)),
+    Key("shutdown_timeout", Config, "shutdown_timeout", "Seconds from SIGTERM to exit, whatever is stalled (and 1 s "
+        "more for the process to end): the deliveries in flight get all but the last 3 s (a quarter, under 12), "
+        "then what is left is released back to SQS and the last deletes, metrics and spans go out. Keep it at "
+        "least 2 s below the platform's SIGKILL (28 for 30 s).", Range(0, 3600)),
     Key("log_format", Config, "log_format", "`json` writes one JSON object per line, with each record's fields.",
         Choices(("text", "json"))),
     Key("log_level", Config, "log_level", "The lowest level logged.", Choices(LOG_LEVELS)),

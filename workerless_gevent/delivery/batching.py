@@ -103,6 +103,10 @@ class Batcher:
         self.has_new.set()
         return self.flusher
 
+    def on_their_way(self) -> list[BatchEntry]:
+        """At stop: the entries of calls not answered yet (the process may end before they are)."""
+        return [entry for sender in list(self.senders) if not sender.dead for entry in sender.args[0]]
+
     def _ensure_flusher(self) -> None:
         if self.flusher is None:
             self.flusher = gevent.spawn(self._flush)

@@ -106,18 +106,23 @@ class SqsQueue:
     def pending_count(self) -> int:
         return sum(batcher.left() for batcher in self.batchers.values())
 
+    def drain(self) -> list[gevent.Greenlet]:
+        """At stop: send everything pending without waiting for fuller batches; the flushers to wait for."""
+        return [flusher for flusher in (batcher.drain() for batcher in self.batchers.values()) if flusher is not None]
+
     def flush(self, timeout_seconds: float = FLUSH_JOIN_SECONDS) -> None:
-        """At stop: send everything pending without waiting for fuller batches, and wait for it up to
-        `timeout_seconds`; what is still unsent then is named, message by message."""
-        flushers = [batcher.drain() for batcher in self.batchers.values()]
+        """At stop: send everything pending, and wait for it up to `timeout_seconds` (what remains of the stop's
+        deadline); what SQS has not acknowledged then is named, message by message."""
         # Never killed mid-call: that would drop the batch it took.
-        gevent.joinall([flusher for flusher in flushers if flusher is not None], timeout=timeout_seconds)
+        gevent.joinall(self.drain(), timeout=timeout_seconds)
         for kind, batcher in self.batchers.items():
             batcher.given_up.log(force=True)  # a flusher still waiting on an outage has not said them yet
-            if batcher.left():
-                ids = ",".join(entry.message.message_id for entry in batcher.unsent())
-                logger.error("queue=%s %d %s changes still unsent at stop; SQS will deliver those messages again "
-                             "once their visibility timeout ends: %s", self.name, batcher.left(), kind, ids,
+            unanswered = batcher.on_their_way()
+            if left := [*batcher.unsent(), *unanswered]:
+                ids = ",".join(entry.message.message_id for entry in left)
+                logger.error("queue=%s %d %s changes not acknowledged by SQS at stop (%d of them in calls still "
+                             "unanswered); SQS delivers those messages again once their visibility timeout ends, "
+                             "unless a call on its way lands: %s", self.name, len(left), kind, len(unanswered), ids,
                              extra=fields(queue=self.name, batch=kind))
 
     def _delete_batch(self, chunk: list[BatchEntry], retry_until: float) -> dict[str, Any]:

@@ -71,14 +71,25 @@ class Completions:
         return len(self.pending) + self.writing
 
     def drain(self, timeout_seconds: float) -> None:
-        """At stop: write what is pending now; what is still unwritten at the end is deleted all the same."""
+        """At stop: write what is pending now, within `timeout_seconds` (the stop's share for it). A success whose
+        `completed` write has not landed by then is not deleted: a copy of it would not be known as a duplicate.
+        It keeps its claim (a copy stays undelivered until then) and SQS delivers it again once its visibility
+        timeout ends, when the claim lapses too, unless a write still on its way lands first (then its delete
+        follows, if the process lives long enough)."""
         deadline = time.monotonic() + timeout_seconds
         while self.left() and time.monotonic() < deadline:
             self.has_new.set()
             gevent.sleep(0.05)
-        for success in self.pending:
-            self._give_up(success, "the stop's time for it ran out")
-        self.pending = []
+        on_their_way = [success for sender in list(self.senders) if not sender.dead for success in sender.args[0]]
+        by_queue: dict[str, list[str]] = {}
+        for success in [*self.pending, *on_their_way]:
+            by_queue.setdefault(success.message.queue, []).append(success.message.message_id)
+        for queue, ids in by_queue.items():
+            logger.error("queue=%s %d messages delivered whose `completed` writes to the idempotency table had not "
+                         "landed when the stop's time for them ran out: not deleted, since a copy would not be known "
+                         "as a duplicate; SQS delivers them again once their visibility timeout ends (their claims "
+                         "lapse then too), unless a write still on its way lands first: %s", queue, len(ids),
+                         ",".join(ids), extra=fields(queue=queue))
 
     def _flush(self) -> None:
         """A success goes out at once when no write is on its way; behind one, successes gather into a batch

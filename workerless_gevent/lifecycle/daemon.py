@@ -17,11 +17,9 @@ import gevent.event
 from ..aws.clients import Clients
 from ..config.model import Config, HttpTargetConfig
 from ..delivery.poller import Poller, Work
-from ..delivery.queue import FLUSH_JOIN_SECONDS
 from ..delivery.queue_state import QueueRow
 from ..delivery.slots import MessageRow, Slots
 from ..fleet.membership import FleetRow
-from ..message import Message
 from ..metrics import OVERALL, Registry
 from ..rules import is_loopback_host
 from ..observability.backlog import watch_backlog
@@ -35,6 +33,7 @@ from .assembly import Parts, config_warnings
 from .runtime import settle_runtime
 from .engine import Engine
 from .reload import reload_configuration
+from .stopping import BACKGROUND_JOIN_SECONDS, Stop, StopDeadline
 
 if TYPE_CHECKING:
     from ..tracing.setup import TracingParts
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REPEATED_SIGNAL_SECONDS = 1.0  # a signal this soon after the first is a duplicate (Heroku sends them)
-FINAL_FLUSH_SECONDS = 3.0  # the last flush, after the grace period
+STATUS_STOP_SECONDS = 1.0  # for the status server's requests on their way to end
 
 
 class Daemon:
@@ -57,7 +56,8 @@ class Daemon:
         self.stopped = gevent.event.Event()
         self.reload_requested = gevent.event.Event()
         self.stop_requested_at = 0.0
-        self.released_at_stop = 0  # buffered, or brought back by receives that landed during the stop
+        self.deadline = StopDeadline(0.0, config.shutdown_timeout)  # set again by the first stop signal
+        self.stop: Stop | None = None
         self.tracing = build_tracing(config, registry.count) if config.tracing is not None else None
         self.engine = Engine(config, clients, registry, rng, self.stopping, self.request_stop,
                              self.tracing.tracing if self.tracing is not None else None)
@@ -89,12 +89,14 @@ class Daemon:
         now = time.monotonic()
         if not self.stopping.is_set():
             self.stop_requested_at = now
-            logger.info("stopping (%s): no new receives, waiting up to %ds for %d deliveries",
-                        reason, self.config.shutdown_timeout, len(self.in_flight))
+            self.deadline = deadline = StopDeadline(now, self.config.shutdown_timeout)
+            logger.info("stopping (%s): no new receives, waiting up to %.1fs for %d deliveries; the stop ends within "
+                        "%ds", reason, deadline.cut - now, len(self.in_flight), self.config.shutdown_timeout)
             self.stopping.set()
             self.poller.wake.set()
         elif now - self.stop_requested_at >= REPEATED_SIGNAL_SECONDS and not self.forced.is_set():
             logger.warning("second stop signal: not waiting for in-flight deliveries or receives on their way")
+            self.deadline.force(now)
             self.forced.set()
 
     def request_reload(self) -> None:
@@ -128,9 +130,10 @@ class Daemon:
                 self.reload()
         self.shut_down()
         self.stopped.set()
-        gevent.joinall(background, timeout=3)
+        gevent.joinall(background, timeout=self.deadline.remaining(cap=BACKGROUND_JOIN_SECONDS))
         if self.status_server is not None:
-            self.status_server.stop()
+            with gevent.Timeout(self.deadline.remaining(cap=STATUS_STOP_SECONDS), False):  # its listener closes first
+                self.status_server.stop()
         self.log_stop(time.monotonic() - started)
         return 0
 
@@ -191,39 +194,12 @@ class Daemon:
         return self.engine.fleet.rows()
 
     def shut_down(self) -> None:
-        """Release the buffers at once (and what receives on their way bring, as it lands), give deliveries
-        their grace period, then release the rest."""
-        engine = self.engine
-        engine.fleet.wind_down()
-        engine.stop_gates()
-        engine.stop_receiving(self.release_at_stop)
-        self.flush_queues()
-        waiter = gevent.spawn(engine.slots.pool.join)
-        gevent.wait([waiter, self.forced], count=1, timeout=self.config.shutdown_timeout)
-        if self.in_flight:
-            logger.warning("%d deliveries still running after the grace period; releasing them", len(self.in_flight))
-            engine.slots.pool.kill(block=True, timeout=2)
-            for work in list(self.in_flight):
-                engine.settler.abandon(work)
-        waiter.kill(block=False)
-        engine.wait_for_receives(self.stop_requested_at, self.config.shutdown_timeout, self.forced)
-        engine.fleet.leave()  # nothing runs under the shares any more
-        if engine.idempotency is not None:  # the last successes' `completed` writes, which their deletes wait for
-            engine.idempotency.completions.drain(FINAL_FLUSH_SECONDS)
-        self.flush_queues(FINAL_FLUSH_SECONDS)  # each queue names what it could not send in that time
-        self.flusher.flush_final(timeout_seconds=2)
+        """The stop's steps (`stopping.Stop`), within the deadline the first stop signal set."""
+        flushes = [self.flusher.flush_final]
         if self.tracing is not None:  # the last deliveries' spans
-            self.tracing.buffer.flush_final(timeout_seconds=2)
-
-    def release_at_stop(self, messages: list[Message]) -> None:
-        """Received, never to be delivered now: visible again at once, and counted for the stop's last line."""
-        self.released_at_stop += len(messages)
-        self.engine.settler.release(messages)
-
-    def flush_queues(self, timeout_seconds: float = FLUSH_JOIN_SECONDS) -> None:
-        parts = self.parts
-        queues = [*parts.queues.values(), *parts.dead_letter_queues.values(), *self.engine.replaced_queues]
-        gevent.joinall([gevent.spawn(queue.flush, timeout_seconds) for queue in queues])
+            flushes.append(self.tracing.buffer.flush_final)
+        self.stop = Stop(self.engine, self.deadline, self.forced, flushes)
+        self.stop.run()
 
     def watch_for_drained(self) -> None:
         """--drain: stop once every queue came back empty from a long poll and nothing is in flight."""
@@ -249,7 +225,8 @@ class Daemon:
     def log_stop(self, seconds: float) -> None:
         total = self.registry.total
         logger.info("workerless stopped: delivered=%d failed=%d received=%d seconds=%.1f released=%d",
-                    total("Succeeded"), total("Failed"), total("Received"), seconds, self.released_at_stop)
+                    total("Succeeded"), total("Failed"), total("Received"), seconds,
+                    self.stop.released if self.stop is not None else 0)
 
 
 def is_authenticated(target: HttpTargetConfig) -> bool:

@@ -293,6 +293,3 @@ class Engine:
         """Every buffered message, the draining queues' included, goes to `release` now, and what receives on
         their way bring back goes there as it lands (one receiver serves the draining queues too)."""
         release(self.poller.stop(release) + take_buffered(self.draining))
-
-    def wait_for_receives(self, since: float, limit_seconds: float, forced: gevent.event.Event) -> None:
-        self.poller.wait_for_receives(self.draining, since, limit_seconds, forced)

@@ -48,9 +48,16 @@ class MetricsFlusher:
                 self.flush()
 
     def flush_final(self, timeout_seconds: float) -> None:
-        if self.cloudwatch is not None:
-            with gevent.Timeout(timeout_seconds, False):
-                self.flush()
+        """At stop: the last window within `timeout_seconds` (what the stop's deadline leaves), else dropped."""
+        if self.cloudwatch is None:
+            return
+        is_sent = False
+        with gevent.Timeout(timeout_seconds, False):
+            self.flush()
+            is_sent = True
+        if not is_sent:
+            logger.warning("CloudWatch: the last metrics were not sent within the %.1fs the stop had left for them; "
+                           "dropped", timeout_seconds)
 
     def flush(self) -> None:
         """Send the carried datums and a fresh window; keep whatever did not go out for next time."""

@@ -69,6 +69,7 @@ class SpanBuffer:
         self.is_full = gevent.event.Event()
         self.dropped = 0  # since the last WARNING
         self.failed = 0  # batches the collector did not take since the last WARNING
+        self.exporting = 0  # spans of the batches on their way to the collector
         self.reported_at = time.monotonic()
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -96,9 +97,16 @@ class SpanBuffer:
         while len(self.spans) >= self.batch_size or (self.spans and (at_least_one or is_final)):
             at_least_one = False
             batch = [self.spans.popleft() for _ in range(min(self.batch_size, len(self.spans)))]
-            if self.exporter.export(batch) is not SpanExportResult.SUCCESS:
-                self.failed += 1
-                self.count(OVERALL, "SpanExportFailures", 1)
+            self.exporting += len(batch)
+            try:
+                if self.exporter.export(batch) is not SpanExportResult.SUCCESS:
+                    self.failed += 1
+                    self.count(OVERALL, "SpanExportFailures", 1)
+            except gevent.Timeout:  # the stop's time ran out (flush_final): not exported, still buffered
+                self.spans.extendleft(reversed(batch))
+                raise
+            finally:
+                self.exporting -= len(batch)
 
     def report(self, is_final: bool = False) -> None:
         """At most one WARNING per interval about what did not reach the collector (and one at stop)."""
@@ -112,7 +120,11 @@ class SpanBuffer:
         self.reported_at = time.monotonic()
 
     def flush_final(self, timeout_seconds: float) -> None:
-        """At stop: what is buffered goes out within `timeout_seconds`, else it is left."""
+        """At stop: what is buffered goes out within `timeout_seconds` (what the stop's deadline leaves); what is
+        left then, or still on its way (the export loop's batch too), is said."""
         with gevent.Timeout(timeout_seconds, False):
             self.export_waiting(is_final=True)
         self.report(is_final=True)
+        if left := len(self.spans) + self.exporting:  # the export loop's batch too: a stalled collector holds it
+            logger.warning("tracing: %d spans not taken by the OTLP collector within the %.1fs the stop had left for "
+                           "them (still buffered, or on their way without an answer)", left, timeout_seconds)
