@@ -149,9 +149,19 @@ def retained(self: SQSBackend, queue_name: str, message: Any) -> bool:
     return bool(retention_seconds + message.sent_timestamp / 1000 > unix_time())
 
 
+def is_visible(self: Any) -> bool:
+    """moto's `Message.visible` is `now > visible_at`, which on its own clock (datetime, microseconds) is true
+    a moment after a visibility change to 0. On the millisecond clock above the two readings are often the same
+    millisecond: the released message read as invisible and stayed marked in flight, which closed its FIFO group
+    until a receive's scan reached it, so a later message of the group was handed out first (a CI failure of
+    test_fifo_reliability: G-3, G-4 before G-2). SQS makes a message visible when its timeout ends: `>=`."""
+    return bool(unix_time_millis() >= self.visible_at)
+
+
 _unix_time = sqs_models.unix_time
 sqs_models.unix_time = unix_time
 sqs_models.unix_time_millis = unix_time_millis
+sqs_models.Message.visible = property(is_visible)  # type: ignore[assignment]
 SQSBackend.is_message_valid_based_on_retention_period = guarded(retained)  # type: ignore[method-assign]
 RECORDING = threading.Lock()
 _record_request = Recorder._record_request
