@@ -27,7 +27,9 @@ class Delivery:
     message_id: str
     serial: int  # the message's number in its schedule (from the body), -1 if the body is not ours
     key_header: str | None
+    receive_count: str  # X-Aws-Sqsd-Receive-Count: which receive of the message this delivery is from
     arrived: float
+    arrived_at: float  # time.time(), to compare with a claim's deadline (epoch seconds)
     status: int = 0  # 0 until answered (a hang is never answered)
     answered: float = 0.0
     refused: str = ""  # why the app refused the request itself (a header line over the limit)
@@ -63,7 +65,8 @@ class ExploreApp:
         headers = headers_from_environ(environ)
         body = environ["wsgi.input"].read()
         delivery = Delivery(headers.get("x-aws-sqsd-msgid", ""), serial_of(body),
-                            headers.get("x-workerless-idempotency-key"), time.monotonic())
+                            headers.get("x-workerless-idempotency-key"), headers.get("x-aws-sqsd-receive-count", ""),
+                            time.monotonic(), time.time())
         self.deliveries.append(delivery)
         status = self.answer(delivery, headers)
         delivery.status, delivery.answered = status, time.monotonic()

@@ -63,6 +63,11 @@ class Facts:
     completed_at: dict[str, float]  # slot -> when the table first held it `completed`
     episodes: dict[int, int]  # id(StoreCall) of a failed call -> its outage (a run of failed calls)
 
+    def claims_of(self, fate: Fate) -> list[StoreCall]:
+        """Every claim (TransactWriteItems) naming this message's slot."""
+        return [call for call in self.run.store.calls
+                if call.action == "TransactWriteItems" and fate.slot and fate.slot in call.slots]
+
     def completed(self, fate: Fate) -> float | None:
         return self.completed_at.get(fate.slot) if fate.key is not None else None
 
@@ -168,6 +173,14 @@ def keyed_at(run: Run, at: float) -> bool:
     return not schedule.reload_adds_key or (run.reload_applied > 0 and at >= run.reload_applied)
 
 
+def came_from(delivery: Delivery, receives: list[Receive], receive: Receive) -> bool:
+    """The delivery is of this receive: by the receive count it carries (a delivery may start after the message's
+    next receive), else by time."""
+    if delivery.receive_count.isdigit() and 0 < int(delivery.receive_count) <= len(receives):
+        return receives[int(delivery.receive_count) - 1] is receive
+    return receive.at <= delivery.arrived < receive.until
+
+
 def fill_receives(run: Run, by_id: dict[str, Fate], calls: list[StoreCall]) -> None:
     claims_by_slot: dict[str, list[StoreCall]] = {}
     for call in calls:
@@ -178,7 +191,7 @@ def fill_receives(run: Run, by_id: dict[str, Fate], calls: list[StoreCall]) -> N
         for receive, following in zip(fate.receives, fate.receives[1:]):
             receive.until = following.at
         for receive in fate.receives:
-            receive.deliveries = [d for d in fate.deliveries if receive.at <= d.arrived < receive.until]
+            receive.deliveries = [d for d in fate.deliveries if came_from(d, fate.receives, receive)]
             receive.claims = [call for call in claims_by_slot.get(fate.slot, [])
                               if receive.at <= call.arrived < receive.until] if fate.key else []
 
@@ -193,16 +206,20 @@ def history(facts: Facts, fate: Fate) -> str:
     for event in run.sqs.model.events:
         if event.message_id == fate.message_id:
             seconds = f" {event.seconds}s" if event.seconds is not None and event.kind != "receive" else ""
+            if event.kind == "receive":  # its number, as the handle carries it
+                seconds = f" {event.handle.split('#')[1]}"
             entries.append((event.at, f"sqs {event.kind}{seconds}{' (old handle)' if event.stale else ''}"
                                       f"{' ' + event.detail if event.detail else ''}"))
     if fate.copied_at is not None:
         entries.append((fate.copied_at, "sqs dead-letter copy sent"))
     for delivery in fate.deliveries:
         refused = f" ({delivery.refused})" if delivery.refused else ""
-        entries.append((delivery.arrived, f"app request -> {delivery.status or 'no answer'}{refused}"))
+        entries.append((delivery.arrived, f"app request (receive {delivery.receive_count}) -> "
+                                          f"{delivery.status or 'no answer'}{refused}"))
     for call in run.store.calls:
         if fate.slot and fate.slot in call.slots:
-            state = call.states[call.slots.index(fate.slot)]
+            index = call.slots.index(fate.slot)
+            state = " ".join(part for part in (call.states[index], call.owners[index][:6]) if part)
             outcome = f"fault {call.fault}" if call.fault else str(call.status)
             late = f" (answered at {call.ended - run.started:.2f}s)" if call.ended - call.arrived > 0.5 else ""
             entries.append((call.arrived, f"dynamodb {call.action}{' ' + state if state else ''} -> {outcome}{late}"))

@@ -2,8 +2,8 @@
 
 - lost: every message is deleted after its own successful delivery, deleted as a copy of a completed key,
   in a dead-letter queue, or still in its queue (a delete needs one of the first three before it);
-- claimed-before-delivery: a keyed message (hold) reaches the app only under a claim of its key made for that
-  receive (so a copy elsewhere waits, and a success is remembered);
+- claimed-before-delivery: a keyed message (hold) reaches the app only under a live claim of its key made for
+  that receive (so a copy waits, and a success is remembered): its deadline, as written or extended, not past;
 - after-completed: nothing is delivered after its key was completed (idempotent queues, hold);
 - fifo-order: within a group a message is not delivered before every earlier one of its group is done
   (succeeded, deleted, dead-lettered);
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from .facts import Facts, Fate, gather, history
 from .run import Run
 from .schedule import short_key
+from .store_proxy import StoreCall
 
 OUTAGE_RECEIVES = 2  # DESIGN.md 8: a store outage of any length adds at most 2 to a message's receive count
 STOP_SLACK_SECONDS = 1.0  # the stop's deadline: shutdown_timeout + 1 s
@@ -83,11 +84,31 @@ def claimed_before_delivery(facts: Facts, fate: Fate) -> list[Finding]:
         return []
     for receive in fate.receives:
         for delivery in receive.deliveries if receive.keyed else []:
-            if not any(call.applied and call.ended <= delivery.arrived for call in receive.claims):
+            claims = [call for call in facts.claims_of(fate)
+                      if call.applied and receive.at <= call.arrived and call.ended <= delivery.arrived]
+            if not claims:
                 return [about(facts, fate, "claimed-before-delivery",
                               f"delivered at {at(facts, delivery.arrived)}, received under the key at "
                               f"{at(facts, receive.at)}, with no claim of its key made for that receive")]
+            deadline = claim_deadline(facts, fate, claims[-1], delivery.arrived)
+            if deadline < int(delivery.arrived_at):  # DynamoDB lets another claim take it: `expires_at < now`
+                return [about(facts, fate, "claimed-before-delivery",
+                              f"delivered at {at(facts, delivery.arrived)} under a claim that had lapsed "
+                              f"{delivery.arrived_at - deadline:.2f}s before (its deadline written at "
+                              f"{at(facts, claims[-1].ended)})")]
     return []
+
+
+def claim_deadline(facts: Facts, fate: Fate, claim: StoreCall, moment: float) -> int:
+    """The claim's deadline as the table held it at `moment`: as claimed, or as extended since."""
+    token = claim.owners[claim.slots.index(fate.slot)]
+    deadline = claim.deadlines[claim.slots.index(fate.slot)]
+    for call in facts.run.store.calls:
+        if call.action == "UpdateItem" and call.applied and call.ended <= moment and fate.slot in call.slots:
+            index = call.slots.index(fate.slot)
+            if call.owners[index] == token:
+                deadline = max(deadline, call.deadlines[index])
+    return deadline
 
 
 def after_completed(facts: Facts, fate: Fate) -> list[Finding]:

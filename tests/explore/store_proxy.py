@@ -47,6 +47,8 @@ class StoreCall:
     action: str
     slots: list[str]  # the items' `slot` keys the call names
     states: list[str]  # for writes: the state each item is written with ("" for removals and updates)
+    owners: list[str]  # the claim token each item is written with, or conditioned on
+    deadlines: list[int]  # the `expires_at` each item is written with (a claim's deadline), 0 if none
     arrived: float
     ended: float = 0.0
     fault: str | None = None
@@ -77,8 +79,9 @@ def cancelled(reasons: list[dict[str, str]]) -> Reply:
                        CancellationReasons=reasons)
 
 
-def slots_of(action: str, params: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The `slot` of each item a call names, and the state written with it."""
+def slots_of(action: str, params: dict[str, Any]) -> tuple[list[str], list[str], list[str], list[int]]:
+    """The `slot` of each item a call names, the state written with it, its owner (the claim's token) and the
+    deadline written with it."""
     items: list[tuple[dict[str, Any], bool]] = []  # (item or key, is a written item)
     if action == "TransactWriteItems":
         for entry in params.get("TransactItems", []):
@@ -98,7 +101,12 @@ def slots_of(action: str, params: dict[str, Any]) -> tuple[list[str], list[str]]
         items.append(({**params.get("Key", {}), **({"state": state} if state else {})}, state is not None))
     slots = [str(item.get("slot", {}).get("S", "")) for item, _ in items]
     states = [str(item.get("state", {}).get("S", "")) if written else "" for item, written in items]
-    return slots, states
+    values = params.get("ExpressionAttributeValues", {})
+    token = str(values.get(":token", {}).get("S", ""))
+    owners = [str(item.get("owner", {}).get("S", "")) or token for item, _ in items]
+    deadline = str(values.get(":deadline", {}).get("N", "0"))  # an extension's
+    deadlines = [int(str(item.get("expires_at", {}).get("N", deadline)).split(".")[0] or 0) for item, _ in items]
+    return slots, states, owners, deadlines
 
 
 class StoreProxy(CountingProxy):
@@ -117,8 +125,8 @@ class StoreProxy(CountingProxy):
         headers = headers_from_environ(environ)
         action = headers.get("x-amz-target", "").rsplit(".", 1)[-1]
         params = json.loads(body or b"{}")
-        slots, states = slots_of(action, params) if action not in CONTROL_PLANE else ([], [])
-        call = StoreCall(action, slots, states, arrived)
+        slots, states, owners, deadlines = slots_of(action, params) if action not in CONTROL_PLANE else ([], [], [], [])
+        call = StoreCall(action, slots, states, owners, deadlines, arrived)
         if action not in CONTROL_PLANE:
             self.calls.append(call)
         fault = self.plan.choose(action) if action not in CONTROL_PLANE else None

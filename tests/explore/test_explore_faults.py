@@ -11,8 +11,9 @@ and replays alone with
 
     WORKERLESS_SEED=<seed>[,<seed>...] ./dev test tests/explore/test_explore_faults.py::test_replay
 
-(the same schedule; the timing is the machine's). WORKERLESS_SEED_BASE=N shifts the CI's seeds, to explore
-others.
+which also prints every message's history. The schedule is the same; its timing is the machine's, and alone a
+schedule starts sooner than among the 40 of its block, so a finding that hangs on timing may need its block run
+again (the failure names it). WORKERLESS_SEED_BASE=N shifts the CI's seeds, to explore others.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Outcome:
     started: float = 0.0  # time.time() at the daemon's start
     stats: dict[str, int] = field(default_factory=dict)
     histories: str = ""  # every message's, for a replay
+    stop_over: float = 0.0  # how long the stop took past shutdown_timeout
 
 
 class Lines(logging.Handler):
@@ -131,7 +133,7 @@ def run_one(seed: int, moto_server: MotoServer, dynamodb: Any, directory: Path, 
              "store_calls": len(run.store.calls), "store_faults": sum(1 for c in run.store.calls if c.fault),
              "sqs_faults": sum(1 for c in run.sqs.calls if c.fault)}
     return Outcome(schedule, findings, time.monotonic() - started, run.started_at, stats,
-                   every_history(run) if verbose else "")
+                   every_history(run) if verbose else "", run.stopped - run.stop_requested - schedule.shutdown_timeout)
 
 
 def run_many(seeds: list[int], moto_server: MotoServer, directory: Path, at_once: int) -> list[Outcome]:
@@ -152,7 +154,8 @@ def report(outcomes: list[Outcome], logs: Lines, seconds: float) -> str:
             counts[finding.invariant] = counts.get(finding.invariant, 0) + 1
     failing = sorted(outcome.schedule.seed for outcome in outcomes if outcome.findings)
     head = (f"{len(outcomes)} schedules in {seconds:.1f}s (longest {max(o.seconds for o in outcomes):.1f}s): "
-            f"{', '.join(f'{value} {name}' for name, value in totals.items())}; "
+            f"{', '.join(f'{value} {name}' for name, value in totals.items())}, stops at most "
+            f"{max(o.stop_over for o in outcomes):+.3f}s past shutdown_timeout; "
             f"{len(failing)} failing {failing} {counts}")
     return "\n".join([head, *(describe(outcome, logs) for outcome in outcomes
                               if outcome.findings or outcome.histories)])
@@ -161,8 +164,11 @@ def report(outcomes: list[Outcome], logs: Lines, seconds: float) -> str:
 def describe(outcome: Outcome, logs: Lines) -> str:
     seed = outcome.schedule.seed
     lines = logs.of(seed, outcome.started)
-    return (f"\n===== seed {seed}: replay with {REPLAY}={seed} ./dev test "
-            f"tests/explore/test_explore_faults.py::test_replay\n"
+    block = (seed - BASE) // PER_BLOCK
+    return (f"\n===== seed {seed}: replay alone with {REPLAY}={seed} ./dev test "
+            f"tests/explore/test_explore_faults.py::test_replay, or with its block as CI ran it (its timing then is "
+            f"closer): ./dev test 'tests/explore/test_explore_faults.py::test_schedules_keep_the_invariants[{block}]' "
+            f"-m slow\n"
             + "".join(f"FINDING {finding}\n" for finding in outcome.findings)
             + f"{outcome.schedule.describe()}\n  daemon log ({min(len(lines), LOG_LINES)} of {len(lines)} lines):\n"
             + "\n".join("    " + line for line in lines[:LOG_LINES])
