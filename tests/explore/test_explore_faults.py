@@ -137,7 +137,7 @@ def run_one(seed: int, moto_server: MotoServer, dynamodb: Any, directory: Path, 
 
 
 def run_many(seeds: list[int], moto_server: MotoServer, directory: Path, at_once: int) -> list[Outcome]:
-    dynamodb = moto_server.client("dynamodb")
+    dynamodb = moto_server.client("dynamodb", max_pool_connections=at_once + 5)  # each schedule makes its table
     pool = gevent.pool.Pool(at_once)
     jobs = [pool.spawn(run_one, seed, moto_server, dynamodb, directory, at_once == 1) for seed in seeds]
     gevent.joinall(jobs, raise_error=True)
