@@ -53,7 +53,8 @@ def test_the_getting_started_commands_run_against_the_demo(tmp_path: Path) -> No
         assert "payments-dlq" in by_name["stats"] and "dry run: 0 messages in payments-dlq" in by_name["redrive"]
         assert json.loads(by_name["check"])["queues"][0]["dead_letter_queue"] == "payments-dlq"
         curl = next(output for command, output in outputs.items() if command.startswith("curl"))
-        assert [queue["name"] for queue in json.loads(curl)["queues"]] == ["payments", "submissions", "default"]
+        assert [queue["name"] for queue in json.loads(curl)["queues"]] == ["payments", "submissions", "default",
+                                                                            "events"]
     finally:
         if demo.alive():  # SIGINT: the demo stops the daemon and the emulator it started in sessions of their own
             demo.send_signal(signal.SIGINT)

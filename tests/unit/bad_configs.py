@@ -312,6 +312,23 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
      '[[queues]]\nname = "orders.fifo"\n\n' + LAMBDA_TARGET + "max_batching_window = 0.5\n",
      "{path}: queues[0].target: a FIFO queue takes batches of at most 10 and no max_batching_window, as in Lambda; "
      'target default has batch_size=10, max_batching_window=0.5 (got "default")'),
+    ("http-batch-size-zero", config_text(target="batch_size = 0\n"),
+     "{path}: targets.default.batch_size: must be an integer from 1 to 10000 (got 0)"),
+    ("http-batch-size-over-10000", config_text(target="batch_size = 10001\n"),
+     "{path}: targets.default.batch_size: must be an integer from 1 to 10000 (got 10001)"),
+    ("http-batch-size-a-string", config_text(target='batch_size = "10"\n'),
+     '{path}: targets.default.batch_size: must be an integer from 1 to 10000 (got "10")'),
+    ("http-window-too-long", config_text(target="batch_size = 10\nmax_batching_window = 301\n"),
+     "{path}: targets.default.max_batching_window: must be a number from 0 to 300 (got 301)"),
+    ("http-window-negative", config_text(target="batch_size = 10\nmax_batching_window = -1\n"),
+     "{path}: targets.default.max_batching_window: must be a number from 0 to 300 (got -1)"),
+    ("fifo-queue-with-an-http-batch-over-10", '[[queues]]\nname = "orders.fifo"\n\n' + TARGET + "batch_size = 11\n",
+     "{path}: queues[0].target: a FIFO queue takes batches of at most 10 and no max_batching_window, as in Lambda; "
+     'target default has batch_size=11, max_batching_window=0 (got "default")'),
+    ("fifo-queue-with-an-http-batching-window",
+     '[[queues]]\nname = "orders.fifo"\n\n' + TARGET + "batch_size = 10\nmax_batching_window = 2\n",
+     "{path}: queues[0].target: a FIFO queue takes batches of at most 10 and no max_batching_window, as in Lambda; "
+     'target default has batch_size=10, max_batching_window=2 (got "default")'),
     ("filter-not-json", config_text(queue="filter = '{body'\n"),
      "{path}: queues[0].filter: is not valid JSON (Expecting property name enclosed in double quotes at character 1)"
      " (got \"{body\")"),

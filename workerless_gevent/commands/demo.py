@@ -2,19 +2,22 @@
 
 Starts moto's server and a small local app on free loopback ports, creates the queues of
 conf/local.toml and their dead-letter queues, enqueues sample messages on each priority and runs
-the real daemon against them with its status page on, so the app's output shows the messages
-arriving in priority order and the operator's view is one click away. Ctrl-C, SIGTERM or
+the real daemon against them (conf/local.toml with its targets pointed at the app) with its status
+page on, so the app's output shows the messages arriving in priority order, the lowest queue's as one
+batch, and the operator's view is one click away. Ctrl-C, SIGTERM or
 SIGHUP (the terminal closing) stops it all: the daemon and the emulator run in sessions of their
 own, so nothing but this process can stop them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -26,12 +29,12 @@ import gevent.event
 from gevent.pywsgi import WSGIServer
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: bin/, conf/
-SAMPLES = (("default", 4), ("submissions", 3), ("payments", 3))  # sent lowest priority first
+SAMPLES = (("events", 5), ("default", 4), ("submissions", 3), ("payments", 3))  # sent lowest priority first
+BATCH_PATH = "/batch"  # conf/local.toml's batch target (events): Lambda's SQS event, up to 10 messages a POST
 DEAD_LETTER_SUFFIX = "-dlq"  # conf/local.toml gives each queue its dead_letter_queue (the daemon warns without one)
 
 
 def run_demo() -> int:
-    config = ROOT / "conf" / "local.toml"
     stop_requested = gevent.event.Event()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         gevent.signal_handler(signum, stop_requested.set)
@@ -42,6 +45,7 @@ def run_demo() -> int:
     say(f"local AWS emulator (moto, pid {emulator.pid}) on {endpoint}; "
         f"demo app on http://127.0.0.1:{app.server_port}/")
     daemon = None
+    directory = tempfile.TemporaryDirectory(prefix="workerless-demo-")
     try:
         sqs = boto3.session.Session(region_name=env["AWS_DEFAULT_REGION"], aws_access_key_id="demo",
                                     aws_secret_access_key="demo").client("sqs", endpoint_url=endpoint)
@@ -49,11 +53,9 @@ def run_demo() -> int:
         if stop_requested.is_set():  # a signal while the emulator was starting
             return 0
         status = f"127.0.0.1:{free_port()}"
-        daemon = subprocess.Popen(
-            [sys.executable, str(ROOT / "bin" / "workerless"), "-c", str(config),
-             f"--http=http://127.0.0.1:{app.server_port}/", f"--status={status}"],
-            env=env, start_new_session=True,
-        )
+        config = demo_config(Path(directory.name), f"http://127.0.0.1:{app.server_port}")
+        daemon = subprocess.Popen([sys.executable, str(ROOT / "bin" / "workerless"), "-c", str(config),
+                                   f"--status={status}"], env=env, start_new_session=True)
         say(f"daemon (pid {daemon.pid}) started with conf/local.toml (strict priority, concurrency 1); "
             "Ctrl-C stops everything")
         say(f"status page: http://{status}/ (JSON at /status, Prometheus at /metrics)")
@@ -68,7 +70,15 @@ def run_demo() -> int:
         code = stop(daemon)
         app.stop(timeout=1)
         stop(emulator)
+        directory.cleanup()
     return code
+
+
+def demo_config(directory: Path, app_url: str) -> Path:
+    """conf/local.toml with both targets pointed at the demo's app."""
+    path = directory / "local.toml"
+    path.write_text((ROOT / "conf" / "local.toml").read_text().replace("http://127.0.0.1:8080", app_url))
+    return path
 
 
 def free_port() -> int:
@@ -119,12 +129,21 @@ def print_request(environ: dict[str, Any], start_response: Any) -> list[bytes]:
     body = environ["wsgi.input"].read().decode("utf-8", "replace")
     headers = {key[5:].replace("_", "-").title(): value for key, value in environ.items()
                if key.startswith("HTTP_X_AWS_SQSD")}
-    say(f"app got POST {environ['PATH_INFO']} {body}")
+    if environ["PATH_INFO"] == BATCH_PATH:  # answered as a Lambda function reporting partial failures answers
+        records = json.loads(body)["Records"]
+        say(f"app got POST {BATCH_PATH} with {len(records)} records, one batch:")
+        for record in records:
+            say(f"    record {record['messageId']}: {record['body']}")
+        # None failed; a record named here ({"itemIdentifier": its messageId}) would be retried alone.
+        reply, content_type = json.dumps({"batchItemFailures": []}).encode(), "application/json"
+    else:
+        say(f"app got POST {environ['PATH_INFO']} {body}")
+        reply, content_type = b"ok", "text/plain"
     for name, value in sorted(headers.items()):
         say(f"    {name}: {value}")
     gevent.sleep(0.2)  # pretend to work, so the order is easy to follow
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [b"ok"]
+    start_response("200 OK", [("Content-Type", content_type)])
+    return [reply]
 
 
 def stop(process: subprocess.Popen[bytes] | None) -> int:

@@ -147,6 +147,8 @@ def _target(table: Table, name: str) -> TargetConfig:
             signing_secret_env=table.optional_string("signing_secret_env"),
             **_flow(table),
             headers=read_headers(table.table("headers")),
+            batch_size=table.integer("batch_size", 1, 1, 10000),
+            max_batching_window=table.number("max_batching_window", 0, 0, 300),
         )
     else:
         window = table.number("max_batching_window", 0, 0, 300)
@@ -245,7 +247,7 @@ def _check_cross_references(config: Config, top: Table) -> None:
         if queue.dead_letter_queue in names:
             raise item.fail("dead_letter_queue", "must not be one of the polled queues", queue.dead_letter_queue)
         target = config.targets[queue.target]
-        if queue.is_fifo and isinstance(target, LambdaTargetConfig) and (target.max_batching_window or target.batch_size > 10):
+        if queue.is_fifo and (target.max_batching_window or target.batch_size > 10):
             raise item.fail("target", "a FIFO queue takes batches of at most 10 and no max_batching_window, as in "
                             f"Lambda; target {queue.target} has batch_size={target.batch_size}, "
                             f"max_batching_window={target.max_batching_window:g}", queue.target)

@@ -122,13 +122,15 @@ KEYS: tuple[Key, ...] = (
         "applies a change once the queue's deliveries claimed under the old key have finished.",
         allowed="`message_id`, `dedup_id` (FIFO), `attribute:NAME` or `body:PATH`", example="body:order.id"),
     Key("targets.<name>.type", HttpTargetConfig, "type", "An HTTP target: one POST per message, as aws-sqsd "
-        "sends.", Choices(("http", "lambda"))),
+        "sends, or per batch (`batch_size`).", Choices(("http", "lambda"))),
     Key("targets.<name>.url", HttpTargetConfig, "url", "Where each message is POSTed (Beanstalk: HTTP path). A "
-        "`beanstalk.sqsd.path` message attribute replaces the path. An IP address is connected to as written; a "
-        "host name is looked up for a new connection at most every 5 s, and again after a failed one. Required.",
+        "`beanstalk.sqsd.path` message attribute replaces the path when `batch_size` is 1. An IP address is "
+        "connected to as written; a host name is looked up for a new connection at most every 5 s, and again after "
+        "a failed one. Required.",
         allowed="an `http://` or `https://` URL with a host", example="http://127.0.0.1:8080/"),
     Key("targets.<name>.content_type", HttpTargetConfig, "content_type", "The `Content-Type` of every POST "
-        "(Beanstalk: MIME type).", allowed="a non-empty string", example="application/json"),
+        "of one message (Beanstalk: MIME type); a batch is `application/json`.", allowed="a non-empty string",
+        example="application/json"),
     Key("targets.<name>.connect_timeout", HttpTargetConfig, "connect_timeout", "Seconds to wait for a connection.",
         Range(1, 60)),
     Key("targets.<name>.inactivity_timeout", HttpTargetConfig, "inactivity_timeout", "Seconds to wait for the "
@@ -148,6 +150,11 @@ KEYS: tuple[Key, ...] = (
     Key("targets.<name>.headers", HttpTargetConfig, "headers", "Extra headers on every POST; `${VAR}` is filled "
         "from the environment at start. Values are never logged.",
         allowed="a table of header names to strings; not the daemon's own headers", example={"X-Tenant": "acme"}),
+    Key("targets.<name>.batch_size", HttpTargetConfig, "batch_size", "Messages per POST. Above 1, each POST is "
+        "Lambda's SQS event (`{\"Records\": [...]}`, under 6 MB) and a 2xx answer's `batchItemFailures` fail just "
+        "the records they name; on a FIFO queue a POST holds one message group, at most 10.", Range(1, 10000)),
+    Key("targets.<name>.max_batching_window", HttpTargetConfig, "max_batching_window", "Seconds to wait to fill "
+        "`batch_size` messages from several receives of one queue (not on FIFO queues).", Range(0, 300)),
     *flow_keys(HttpTargetConfig, "429 or 503 without `Retry-After`: `backpressure` halves the target's in-flight "
                "limit and the attempt does not count toward `max_retries`; `failure` counts it as a failure."),
     Key("targets.<name>.type", LambdaTargetConfig, "type", "A Lambda target: messages received together go into "

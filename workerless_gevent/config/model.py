@@ -71,6 +71,8 @@ class HttpTargetConfig:
     fleet_rate_limit: float | None = None  # deliveries per second to this target across the fleet
     overload: Literal["backpressure", "failure"] = "backpressure"  # 429/503 without Retry-After
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # ${VAR} resolved at load; never logged
+    batch_size: int = 1  # messages per POST; above 1, Lambda's SQS event and batchItemFailures (targets/http_batch.py)
+    max_batching_window: float = 0.0  # seconds to wait to fill batch_size messages, as the Lambda target's key
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

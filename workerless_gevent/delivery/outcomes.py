@@ -201,6 +201,10 @@ class Settler:
             else:
                 self.delete(queue, message)
             return
+        if outcome.result is Result.RELEASED:  # SQS hands it out again after the failed one before it in its group
+            self.note_undelivered(message)
+            self.change_visibility(queue, message, 0)
+            return
         action, seconds = self.decide(queue, message, outcome, target)
         if action == "dead-letter" and not self.dead_letter(queue, message, outcome):
             action = "retry"  # the copy is not safely there: keep the message, try again at its next failure

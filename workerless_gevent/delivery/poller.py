@@ -3,7 +3,7 @@ queues' buffers; the receiving behind the buffers is `receiving.Receiver`'s.
 
 A queue is skipped for a slot while its target is paused, while it or its target is at its
 in-flight cap, while the target's rate allows no delivery yet (`flow.TargetFlow`), and while a
-Lambda batching window is still filling its batch; lower queues may take the slot meanwhile, and no
+batching window (`max_batching_window`) is still filling its batch; lower queues may take the slot meanwhile, and no
 receive is made for work that cannot start.
 
 A queue is *ready* while its last receive returned messages and *idle* once one came back empty.
@@ -197,7 +197,8 @@ class Poller:
         return all(state.receiving.is_drained and not state.receiving.buffer for state in self.states)
 
     def _take(self, state: QueueState) -> Work | None:
-        # FIFO: a group already in flight elsewhere is skipped whole, which keeps its order.
+        # FIFO: a group already in flight elsewhere is skipped whole, which keeps its order (an HTTP batch takes
+        # one group: a POST holds one group's messages, in order).
         buffer = state.receiving.buffer
         taken: list[Message] = []
         # Messages without a group (all of a standard queue's) go in order: no copy of a buffer that receives
@@ -212,7 +213,7 @@ class Poller:
         for message in list(buffer):
             group = message.group_id
             if group is not None and group not in claimed:
-                if group in state.busy_groups:
+                if group in state.busy_groups or (claimed and state.takes_one_group):
                     continue
                 state.busy_groups.add(group)
                 claimed.add(group)

@@ -34,7 +34,8 @@ class QueueState:
     take_size: int  # messages per delivery: 1 for HTTP, the batch size for Lambda
     paused_seconds: Callable[[], float]  # until the queue's target accepts work again (<= 0: it does)
     flow: TargetFlow | None = None  # the target's in-flight limit and rate, shared by its queues
-    window_seconds: float = 0.0  # a Lambda batching window: how long to wait to fill take_size
+    window_seconds: float = 0.0  # a batching window (max_batching_window): how long to wait to fill take_size
+    takes_one_group: bool = False  # FIFO: a delivery holds one message group's messages (an HTTP target's batch)
     fleet_gates: tuple[SharedLimit, ...] = ()  # its fleet-wide limits (fleet/): shares leased across daemons
     receive_hold: Callable[[], float] | None = None  # seconds its receives wait (the idempotency table's hold)
     receiving: Receiving = field(init=False)

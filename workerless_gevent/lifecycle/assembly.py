@@ -21,7 +21,7 @@ from ..metrics import Registry
 from ..periodic.claims import Claims
 from ..targets import QueueInfo, Target
 from ..targets.aws_lambda import LambdaTarget
-from ..targets.http import HttpTarget
+from ..targets.http_batch import build_http_target
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ def resolve_dead_letter_queue(sqs: Any, config: QueueConfig, registry: Registry)
 
 def build_target(config: TargetConfig, clients: Clients, rng: random.Random, ca_bundle: str | None) -> Target:
     if isinstance(config, HttpTargetConfig):
-        return HttpTarget(config, ca_bundle=ca_bundle)
+        return build_http_target(config, ca_bundle=ca_bundle)
     return LambdaTarget(config, clients.lambda_, rng)
 
 

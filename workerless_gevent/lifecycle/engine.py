@@ -16,7 +16,7 @@ import gevent
 import gevent.event
 
 from ..aws.clients import Clients
-from ..config.model import Config, HttpTargetConfig, LambdaTargetConfig, TargetConfig
+from ..config.model import Config, HttpTargetConfig, TargetConfig
 from ..delivery.flow import SharedLimit, TargetFlow, build_flow, build_flows
 from ..delivery.leases import Leases
 from ..delivery.ordering import STRATEGIES
@@ -34,6 +34,7 @@ from ..metrics import Registry
 from ..observability.snapshot import TargetRow
 from ..supervision import log_greenlet_failure, spawn_supervised
 from ..targets import Target
+from ..targets.http_batch import BatchHttpTarget
 from ..targets.readiness import AppReadiness
 from .assembly import build_idempotency, build_parts, make_table, queue_info
 
@@ -119,14 +120,17 @@ class Engine:
             pause, readiness = target.pause, gate.readiness
             paused_seconds = lambda: max(pause.remaining_seconds(), readiness.remaining_seconds())  # noqa: E731
         target_config = self.config.targets.get(queue.config.target)
-        window = target_config.max_batching_window if isinstance(target_config, LambdaTargetConfig) else 0.0
+        window = target_config.max_batching_window if target_config is not None else 0.0
+        one_group = isinstance(target_config, HttpTargetConfig) and target_config.batch_size > 1
+        if self.tracing is not None and isinstance(target, BatchHttpTarget):  # its POST carries the batch's span
+            target.trace_headers = self.tracing.batch_headers
         gates: tuple[SharedLimit, ...] = self.fleet.gates_for(queue.config)
         hold = None
         if self.idempotency is not None and queue.config.idempotency_key:
             gates += (self.idempotency.gate,)  # a holding queue waits while the table fails
             hold = self.idempotency.gate.hold_seconds  # and its watcher too
         return QueueState(queue, target.messages_per_delivery, paused_seconds, flow=self.flows[queue.config.target],
-                          window_seconds=window, fleet_gates=gates, receive_hold=hold)
+                          window_seconds=window, takes_one_group=one_group, fleet_gates=gates, receive_hold=hold)
 
     def start(self) -> None:
         """The gates' checking loops, then the slots (which find every gated queue paused)."""

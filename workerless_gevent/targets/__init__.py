@@ -15,6 +15,7 @@ class Result(enum.Enum):
     FAILURE = "failure"
     RETRY = "retry"  # the target asked to be left alone for a while (429/503 Retry-After, throttle)
     OVERLOADED = "overloaded"  # busy, without saying for how long: slow down; the attempt is not held against it
+    RELEASED = "released"  # behind a failed message of its FIFO group in a batch: visible again now, not a try
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,8 @@ class HttpTarget:
                                        read_timeout=config.inactivity_timeout, quick_ack=True,
                                        tls=tls_context(ca_bundle) if url.scheme == "https" else None,
                                        keep_headers=("Retry-After",), keep_headers_of_errors_only=True,
-                                       keep_body=False, keepalive_idle=config.keepalive_idle)
+                                       keep_body=config.batch_size > 1,  # a batch's answer names its failures
+                                       keepalive_idle=config.keepalive_idle)
         self.fixed_headers = f"Host: {host_header(host, port, url.scheme)}\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n"
         self.fixed_headers += "".join(f"{name}: {value}\r\n" for name, value in config.headers.items())
 

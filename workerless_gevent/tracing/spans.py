@@ -189,6 +189,11 @@ class Tracing:
             span.dropped_links = len(recorded.links) - len(links)
         return span
 
+    def batch_headers(self) -> dict[str, str]:
+        """The current delivery span's, for an HTTP target's batch POST (the records keep their own contexts)."""
+        delivery = current()
+        return batch_headers(delivery) if delivery is not None else {}
+
     def note(self, message: Message, action: str, detail: dict[str, str | int]) -> None:
         """The settler's retry or dead letter, as an event on the delivery span (the current one)."""
         delivery = current()
@@ -222,6 +227,14 @@ def ratio_bound(sampler: Sampler) -> int | None:
     parentless span at or above it is dropped by the sampler's own comparison, without the SamplingResult it
     builds, a third of what tracing adds to an unsampled delivery; below it the sampler is asked."""
     return sampler.bound if type(sampler) is TraceIdRatioBased else None
+
+
+def batch_headers(delivery: Delivery) -> dict[str, str]:
+    """A batch's: the `traceparent` (and trace state) of its span; each record carries its own context."""
+    headers = {"traceparent": traceparent(delivery.trace_id, delivery.span_id, delivery.trace_flags)}
+    if delivery.trace_state is not NO_STATE and delivery.trace_state:
+        headers["tracestate"] = delivery.trace_state.to_header()
+    return headers
 
 
 def outgoing_headers(delivery: Delivery, message: Message) -> dict[str, str]:
