@@ -8,7 +8,8 @@ import pytest
 
 from tests.unit.sqs_messages import binary_attribute, make_message, string_attribute
 from workerless_gevent.config.model import QueueConfig
-from workerless_gevent.delivery.outcomes import dead_letter_attributes, retry_delay_seconds
+from workerless_gevent.delivery.dead_letters import dead_letter_attributes
+from workerless_gevent.delivery.outcomes import retry_delay_seconds
 from workerless_gevent.delivery.queue import SqsQueue
 from workerless_gevent.rules import MAX_VISIBILITY_SECONDS
 from workerless_gevent.targets import Outcome, Result

@@ -15,24 +15,23 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
 from ..errors import AWS_ERRORS, describe_error
 from ..filtering import matches_any
 from ..idempotency.guard import Idempotency
-from ..idempotency.keys import shown_key
 from ..logs import fields
 from ..message import Message
 from ..metrics import OVERALL, Registry
 from ..rules import MAX_VISIBILITY_SECONDS, receipt_seconds_left
 from ..targets import Outcome, Result
+from .dead_letters import dead_letter_attributes
+from .keyed import sort_out
 from .leases import Leases
 from .poller import Work
 from .queue import SqsQueue
 
 logger = logging.getLogger(__name__)
 
-MAX_MESSAGE_ATTRIBUTES = 10
 FREE_OVERLOADS = 10  # overloaded attempts of one message that do not count toward max_retries
 REMEMBERED_OVERLOADS = 100_000  # messages whose overloads are remembered, the least recent forgotten first
 
@@ -99,53 +98,10 @@ class Settler:
                 continue
             admitted.append(message)
         if self.idempotency is not None and self.idempotency.has_key(queue.name) and admitted:
-            admitted = self.sort_out(queue, admitted, self.idempotency)
+            admitted = sort_out(self, queue, admitted, self.idempotency)
         for message in admitted:
             self.leases.hold(message)
         return admitted
-
-    def sort_out(self, queue: SqsQueue, messages: list[Message], idempotency: Idempotency) -> list[Message]:
-        """Keyed messages: those whose claim is ours are delivered, copies of a success deleted in place, copies
-        of a key held elsewhere (or every keyed one while the table fails, holding) hidden until they may be
-        claimed. On a FIFO queue, what follows a hidden message in its group is released, not delivered ahead
-        of it. Returns the messages to deliver, in the receive's order."""
-        admission = idempotency.admit(queue.name, messages)
-        if admission.missing:
-            self.registry.count(queue.name, "IdempotencyKeyMissing", admission.missing)
-        for message in admission.duplicates:
-            self.registry.count(queue.name, "Duplicates")
-            logger.info("queue=%s message=%s key=%s already delivered: deleted as a duplicate", queue.name,
-                        message.message_id, shown_key(message),
-                        extra=fields(queue=queue.name, message_id=message.message_id, outcome="duplicate"))
-            self.delete(queue, message)
-        self.fail_reused(queue, admission.reused)
-        if admission.later and not admission.is_held:
-            self.registry.count(queue.name, "IdempotencyInProgress", len(admission.later))
-        why = "held while the idempotency table fails" if admission.is_held else "is claimed elsewhere"
-        for message, seconds in admission.later:
-            logger.info("queue=%s message=%s key=%s %s: visible again in %ds", queue.name, message.message_id,
-                        shown_key(message), why, seconds,
-                        extra=fields(queue=queue.name, message_id=message.message_id))
-            self.note_undelivered(message)
-            self.change_visibility(queue, message, seconds)
-        deliver, behind = split_behind(messages, admission.deliver,
-                                       [message for message, _ in admission.later] + admission.reused)
-        if behind:
-            self.release(behind)
-        return deliver
-
-    def fail_reused(self, queue: SqsQueue, messages: list[Message]) -> None:
-        """validate_payload: a copy of a completed key with another payload is a failed attempt that never
-        reaches the target (the key's claim is not taken): retried or dead-lettered by the usual rules."""
-        for message in messages:
-            self.registry.count(queue.name, "IdempotencyKeyConflicts")
-            outcome = Outcome.failure("IdempotencyKeyReused", f"key {shown_key(message)} already succeeded with "
-                                      "another payload; not delivered")
-            action, seconds = self.decide(queue, message, outcome, queue.config.target)
-            if action == "dead-letter" and self.dead_letter(queue, message, outcome):
-                self.delete(queue, message)
-            else:
-                self.change_visibility(queue, message, seconds)
 
     def start(self, work: Work, seconds: float) -> None:
         """A delivery starts: its messages are kept invisible only until it must have ended."""
@@ -312,24 +268,6 @@ def remember(counts: OrderedDict[str, int], message_id: str) -> int:
     return count
 
 
-def split_behind(received: list[Message], deliver: list[Message], hidden: list[Message]) -> tuple[list[Message],
-                                                                                                  list[Message]]:
-    """FIFO: the messages of `deliver` that come after a hidden one of their group in the receive (`received`'s
-    order) go back to the queue instead, so the group is never delivered out of its order."""
-    first_hidden: dict[str, int] = {}
-    position = {id(message): index for index, message in enumerate(received)}
-    for message in hidden:
-        if message.group_id is not None:
-            first_hidden[message.group_id] = min(first_hidden.get(message.group_id, len(received)),
-                                                 position[id(message)])
-    if not first_hidden:
-        return deliver, []
-    behind = [message for message in deliver if message.group_id in first_hidden
-              and position[id(message)] > first_hidden[message.group_id]]
-    behind_ids = set(map(id, behind))
-    return [message for message in deliver if id(message) not in behind_ids], behind
-
-
 def retry_delay_seconds(queue: SqsQueue, message: Message) -> int:
     """The error visibility timeout, doubled per receive under exponential backoff, capped at 12 h."""
     base = queue.config.error_visibility_timeout
@@ -341,23 +279,3 @@ def retry_delay_seconds(queue: SqsQueue, message: Message) -> int:
 def within_receipt_limit(message: Message, seconds: int) -> int:
     """A long retry delay shortened to end before SQS's receipt limit (`rules.receipt_seconds_left`)."""
     return int(max(0, min(seconds, receipt_seconds_left(message.received_at, time.time()))))
-
-
-def dead_letter_attributes(source: str, message: Message, outcome: Outcome) -> dict[str, Any]:
-    """The original attributes, then ours while SQS's limit of 10 attributes allows."""
-    attributes: dict[str, Any] = {}
-    for name, value in message.message_attributes.items():
-        attributes[name] = {key: value[key] for key in ("DataType", "StringValue", "BinaryValue") if key in value}
-    ours = {
-        "workerless.source_queue": source,
-        "workerless.receive_count": str(message.receive_count),
-        "workerless.error": ": ".join(part for part in (outcome.error_type, outcome.error) if part)[:1000] or "failure",
-    }
-    for name, text in ours.items():
-        if len(attributes) >= MAX_MESSAGE_ATTRIBUTES:
-            logger.warning("queue=%s message=%s has too many attributes to add %s", source, message.message_id, name)
-            continue
-        data_type = "Number" if name == "workerless.receive_count" else "String"
-        attributes[name] = {"DataType": data_type, "StringValue": text}
-    return attributes
-

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 REMOVE_SECONDS = 5.0  # what releasing claims may add to a release (a stop, a failed FIFO group)
 REMOVE_AT_ONCE = 10
+LAPSE_MARGIN_SECONDS = 0.5  # a claim answered with less of its message's visibility left is not delivered
 EXTEND_AT_ONCE = 25  # claim extensions on their way at once
 EXTEND_TIMEOUT_SECONDS = 10.0
 EXTEND_WARNING_SECONDS = 60.0  # failed extensions are summed into one WARNING at most this often
@@ -41,6 +42,9 @@ class Admission:
     deliver: list[Message] = field(default_factory=list)
     duplicates: list[Message] = field(default_factory=list)  # completed: delete undelivered
     reused: list[Message] = field(default_factory=list)  # completed with another payload: fail undelivered
+    # claimed, but the call outlasted the message's visibility: SQS may have handed it out again meanwhile, and
+    # that copy may be claimed once this claim expires; neither delivered nor touched (its claim is given up)
+    lapsed: list[Message] = field(default_factory=list)
     later: list[tuple[Message, int]] = field(default_factory=list)  # visible again in so many seconds
     missing: int = 0  # delivered without a key
     is_held: bool = False  # `later` holds keyed messages because the table is not usable (not another's claim)
@@ -99,7 +103,7 @@ class Idempotency:
             deferred.update((id(message), self.health.hide_seconds()) for message, _ in keyed.values())
         elif keyed:
             self.claim(queue, list(keyed.values()), admission, deferred)
-        duplicates = set(map(id, admission.duplicates + admission.reused))
+        duplicates = set(map(id, admission.duplicates + admission.reused + admission.lapsed))
         for message in messages:
             if id(message) in deferred:
                 admission.later.append((message, deferred[id(message)]))
@@ -125,6 +129,8 @@ class Idempotency:
         for (message, claim), verdict in zip(pairs, verdicts):
             if verdict.kind == "claimed":
                 message.claim = claim.token
+                if has_lapsed(message, claim):
+                    admission.lapsed.append(message)
             elif verdict.kind == "completed":
                 admission.duplicates.append(message)
             elif verdict.kind == "reused":
@@ -222,6 +228,11 @@ class Idempotency:
                        extra=fields(queue=message.queue, message_id=message.message_id))
         self.extend_failures = 0
         self.extend_warned_at = now
+
+
+def has_lapsed(message: Message, claim: Claim) -> bool:
+    """The claim came back after its message's visibility (or the claim's own deadline) ran out."""
+    return message.visible_until - time.monotonic() < LAPSE_MARGIN_SECONDS or claim.deadline <= time.time()
 
 
 def claim_deadline(message: Message) -> int:
