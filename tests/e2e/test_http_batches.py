@@ -6,17 +6,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gevent.event
 import pytest
 
-from tests.e2e.helpers import send_batch
+from tests.e2e.helpers import http_get, send_batch
 from tests.support import (Daemon, HttpApp, MotoServer, Queue, RecordedRequest, build_config_file, count_messages,
-                           wait_until)
+                           status_url, wait_until)
 from tests.support.otlp import OtlpReceiver
 from workerless_gevent.targets.sqs_event import MAX_PAYLOAD_BYTES
 
@@ -93,6 +95,49 @@ def test_a_batch_is_lambdas_sqs_event_and_a_failed_record_alone_is_retried(
     assert "delivered=2" in proc.output()
 
 
+def test_the_window_fills_a_batch_from_several_receives_and_the_status_page_counts_messages_and_batches(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp,
+    sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    queue = make_queue()
+    released = gevent.event.Event()
+
+    def answer_once_released(request: RecordedRequest) -> Reply:
+        released.wait(30)
+        return 200, {}, b""
+
+    http_app.respond = answer_once_released
+    config = batch_config(tmp_path, http_app, queue, window=5, tables={"status": {"listen": "127.0.0.1:0"}})
+    proc = daemon(["-c", str(config)], env=aws_env)
+    url = status_url(proc)
+    wait_until(lambda: status(url)["queues"][0]["state"] == "idle", 30, message=lambda: status(url)["queues"])
+    for body in ("a", "b", "c"):  # three sends, three receives: the window holds the batch open for the rest
+        sqs.send_message(QueueUrl=queue.url, MessageBody=body)
+    http_app.wait_for_requests(1, timeout=30)
+    (target,) = wait_until(lambda: [target for target in status(url)["targets"] if target["in_flight"] == 3], 10,
+                           message=lambda: status(url)["targets"])
+    assert target["batches_in_flight"] == 1
+    assert "<td>3 in 1 batch</td>" in http_get(url + "/")[2]
+    released.set()
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 30)
+    assert proc.stop(timeout=30) == 0
+
+    (request,) = http_app.requests
+    assert [record["body"] for record in records(request)] == ["a", "b", "c"]
+    assert status_totals(proc) == (3, 0)
+
+
+def status(url: str) -> dict[str, Any]:
+    return dict(json.loads(http_get(url + "/status")[2]))
+
+
+def status_totals(proc: Daemon) -> tuple[int, int]:
+    """(delivered, failed) of the last line: metrics count messages, not POSTs."""
+    match = re.search(r"delivered=(\d+) failed=(\d+)", proc.output())
+    assert match, proc.output()
+    return int(match.group(1)), int(match.group(2))
+
+
 @pytest.mark.parametrize("first_answer", [
     (200, {}, b'{"batchItemFailures": [{"itemIdentifier": "no-such-id"}]}'),
     (500, {}, b"internal error"),
@@ -116,7 +161,7 @@ def test_an_unknown_identifier_a_non_2xx_or_an_answer_not_json_retries_the_whole
     assert "delivered=3" in proc.output()
 
 
-def test_a_fifo_batch_holds_one_group_in_order_and_a_failure_fails_the_rest_of_it(
+def test_a_fifo_batch_holds_one_group_in_order_and_after_a_failure_the_group_comes_again_in_order(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp,
     sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
 ) -> None:

@@ -183,7 +183,8 @@ class Engine:
             rows.append(TargetRow(name, config.type if config is not None else "", endpoint, state, paused,
                                   readiness.last_error if readiness else "", readiness.last_error_at if readiness else 0.0,
                                   flow.limit if flow else 0, flow.ceiling if flow else 0,
-                                  flow.bucket.rate if flow and flow.bucket else None))
+                                  flow.bucket.rate if flow and flow.bucket else None,
+                                  flow.in_flight if flow and target.messages_per_delivery > 1 else None))
         return rows
 
     def target_limits(self) -> dict[str, float]:

@@ -37,6 +37,7 @@ class TargetRow:
     limit: int  # its in-flight limit now: max_concurrency, shrunk by overloads (delivery/flow.py)
     max_concurrency: int  # where the limit starts and grows back to
     rate_limit: float | None  # deliveries per second
+    batches_in_flight: int | None = None  # a target that delivers batches (Lambda, batch_size > 1): what `limit` counts
 
 
 class DaemonView(Protocol):
@@ -206,7 +207,8 @@ def target_rows(rows: list[TargetRow], queues: list[dict[str, Any]], registry: R
             "endpoint": row.endpoint,
             "state": row.state,
             "paused_seconds": round(row.paused_seconds, 1),
-            "in_flight": sum(queue["in_flight"] for queue in mine),
+            "in_flight": sum(queue["in_flight"] for queue in mine),  # messages
+            "batches_in_flight": row.batches_in_flight,
             "limit": row.limit,
             "max_concurrency": row.max_concurrency,
             "rate_limit": row.rate_limit,

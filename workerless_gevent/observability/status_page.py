@@ -110,12 +110,20 @@ def render_queues(queues: list[dict[str, Any]]) -> str:
 
 def render_targets(targets: list[dict[str, Any]]) -> str:
     rows = [[cell(target["name"]), cell(target["type"]), cell(target["endpoint"]),
-             cell(target["state"], target["state"]), cell(target["in_flight"]), cell(target.get("limit", "–")),
+             cell(target["state"], target["state"]), cell(in_flight_text(target)), cell(target.get("limit", "–")),
              cell(target.get("max_concurrency", "–")), cell(rate_limit_text(target.get("rate_limit"))),
              cell(rate_text(target.get("deliveries_per_second"))), cell(error_text(target), "wrap")]
             for target in targets]
     return render_table(("target", "type", "endpoint", "state", "in flight", "limit now", "max concurrency",
                          "rate limit", "deliveries/s", "last error"), rows, "no targets")
+
+
+def in_flight_text(target: dict[str, Any]) -> str:
+    """Messages; for a target that delivers batches, also the batches (what its limit counts)."""
+    batches = target.get("batches_in_flight")
+    if batches is None:
+        return str(target["in_flight"])
+    return f"{target['in_flight']} in {batches} batch{'' if batches == 1 else 'es'}"
 
 
 def rate_limit_text(rate: float | None) -> str:
