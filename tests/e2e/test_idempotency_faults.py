@@ -6,6 +6,7 @@ whatever its messages' keys."""
 from __future__ import annotations
 
 import datetime
+import io
 import json
 import signal
 import time
@@ -21,8 +22,8 @@ from tests.e2e.test_idempotency import KEY_HEADER, order
 from tests.support import (CountingProxy, Daemon, HttpApp, MotoServer, Queue, build_config_file, count_messages,
                            status_url, wait_until)
 from tests.support.faults import FaultySqs, faulty_sqs_fixture, metric_total, sqs_env_fixture  # noqa: F401
-from tests.support.http_app import Reply
-from tests.support.proxy import ProxiedRequest
+from tests.support.http_app import Reply, headers_from_environ
+from tests.support.proxy import ProxiedRequest, action_of
 
 DYNAMODB = "com.amazonaws.dynamodb.v20120810#"
 
@@ -259,3 +260,68 @@ def test_receives_held_by_a_store_outage_do_not_count_toward_max_retries(
     assert proc.stop(timeout=30) == 0
     counts = [int(request.headers["x-aws-sqsd-receive-count"]) for request in http_app.requests]
     assert len(counts) == 2, counts  # two tries, whatever the receives the outage cost
+
+
+class LateAnswers(CountingProxy):
+    """Forwards every call at once, but holds the answer of the calls `late` matches until `answer` is set: a
+    claim that DynamoDB applied and whose answer came back long after (a reset after the write, retries)."""
+
+    def __init__(self, upstream: str, late: Callable[[str, dict[str, Any]], bool]) -> None:
+        super().__init__(upstream)
+        self.late = late
+        self.answer = gevent.event.Event()
+
+    def handle(self, environ: dict[str, Any], arrived: float) -> Reply:
+        body = environ["wsgi.input"].read()
+        action, params = action_of(headers_from_environ(environ), body, environ.get("QUERY_STRING", ""))
+        environ["wsgi.input"] = io.BytesIO(body)
+        reply = super().handle(environ, arrived)
+        if self.late(action, params):
+            self.answer.wait(60)
+        return reply
+
+
+def test_a_claim_answered_after_its_visibility_ended_is_not_delivered(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], moto_endpoint: str, counting_proxy: CountingProxy,
+    http_app: HttpApp, sqs: Any, make_queue: Callable[..., Queue], claims_table: str, tmp_path: Path,
+) -> None:
+    """Daemon A's claim is written at once but answered late; meanwhile the message's visibility (1 s) ends,
+    daemon B receives it, claims the lapsed key and delivers it. A's late 'claimed' must not deliver it again
+    (a late answer of a claim: DynamoDB slow, or a reset after the write and the wire's retries)."""
+    queue = make_queue()
+    transactions: list[float] = []
+
+    def first_transaction(action: str, params: dict[str, Any]) -> bool:
+        if action != "TransactWriteItems":
+            return False
+        transactions.append(time.monotonic())
+        return len(transactions) == 1
+
+    late = LateAnswers(moto_endpoint, first_transaction)
+    late.start()
+    b_receives = counting_proxy.hold(lambda action, params: action == "ReceiveMessage")
+    try:
+        paths = [build_config_file(tmp_path, name=f"{name}.toml", concurrency=2, shutdown_timeout=10,
+                                   queues=[{"name": queue.name, "idempotency_key": "body:order.id",
+                                            "visibility_timeout": 1}],
+                                   targets={"default": {"type": "http", "url": f"{http_app.url}/work"}},
+                                   tables={"idempotency": {"table": claims_table, "expires_after": 600}})
+                 for name in ("a", "b")]
+        a = daemon(["-c", str(paths[0])], env={**aws_env, "AWS_ENDPOINT_URL": late.url})
+        b = daemon(["-c", str(paths[1])], env={**aws_env, "AWS_ENDPOINT_URL": counting_proxy.url})
+        a.wait_for_output("workerless started", timeout=60)
+        b.wait_for_output("workerless started", timeout=60)
+        sqs.send_message(QueueUrl=queue.url, MessageBody=order("L-1"))
+        wait_until(lambda: transactions, 60, message=a.output)  # A received it and claims
+        b_receives.set()  # B's receive hands it out once its visibility ends
+        http_app.wait_for_requests(1, timeout=60)
+        late.answer.set()
+        wait_until(lambda: count_messages(sqs, queue.url) == 0, 60, message=lambda: a.output() + b.output())
+        assert a.stop(timeout=30) == 0 and b.stop(timeout=30) == 0
+    finally:
+        late.answer.set()
+        b_receives.set()
+        late.stop()
+    assert len(http_app.requests) == 1, [request.headers.get("x-aws-sqsd-receive-count")
+                                         for request in http_app.requests]
+    assert "its claim came back after its visibility ended" in a.output()
