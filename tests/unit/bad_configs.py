@@ -308,6 +308,19 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
      "{path}: targets.default.batch_size: must be an integer from 1 to 10000 (got 10001)"),
     ("lambda-window-too-long", lambda_config_text("max_batching_window = 301\n"),
      "{path}: targets.default.max_batching_window: must be a number from 0 to 300 (got 301)"),
+    ("lambda-endpoint-url-without-scheme", lambda_config_text('endpoint_url = "localhost:8080"\n'),
+     "{path}: targets.default.endpoint_url: must be an http:// or https:// URL with a host, as "
+     'http://127.0.0.1:8080 (got "localhost:8080")'),
+    ("lambda-endpoint-url-bad-port", lambda_config_text('endpoint_url = "http://127.0.0.1:80800"\n'),
+     "{path}: targets.default.endpoint_url: must be an http:// or https:// URL with a host, as "
+     'http://127.0.0.1:8080 (got "http://127.0.0.1:80800")'),
+    ("lambda-endpoint-url-with-the-invoke-path",
+     lambda_config_text('endpoint_url = "http://127.0.0.1:9000/2015-03-31/functions/function/invocations"\n'),
+     "{path}: targets.default.endpoint_url: must be the endpoint alone, as http://127.0.0.1:8080: the daemon adds "
+     '/2015-03-31/functions/<function>/invocations (got "http://127.0.0.1:9000/2015-03-31/functions/function/'
+     'invocations")'),
+    ("lambda-endpoint-url-not-a-string", lambda_config_text("endpoint_url = 8080\n"),
+     "{path}: targets.default.endpoint_url: must be a non-empty string (got 8080)"),
     ("fifo-queue-with-a-batching-window",
      '[[queues]]\nname = "orders.fifo"\n\n' + LAMBDA_TARGET + "max_batching_window = 0.5\n",
      "{path}: queues[0].target: a FIFO queue takes batches of at most 10 and no max_batching_window, as in Lambda; "

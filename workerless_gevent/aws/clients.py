@@ -11,6 +11,7 @@ import gevent.event
 
 from ..config.model import AwsConfig, Config, LambdaTargetConfig, wire_services
 from ..wire.sqs import SqsWire, proxy_for
+from .lambda_endpoints import lambda_endpoint_builder
 from .session import build_session, service_endpoint, trusted_ca_bundle
 
 if TYPE_CHECKING:  # botocore's session and clients are imported where built: see aws.child
@@ -34,6 +35,8 @@ class Clients:
     idempotency: Any | None = None  # DynamoDB for idempotent delivery (a wire.dynamodb.DynamoDbWire): a queue has a key
     # builds `idempotency` for a configuration, when a reload adds [idempotency] (None: only a restart can)
     build_idempotency: Callable[[Config], Any] | None = None
+    # the Invoke wire of a Lambda target with its own endpoint_url (aws.lambda_endpoints), at start or at a reload
+    build_lambda_endpoint: Callable[[LambdaTargetConfig], Any] | None = None
 
 
 def build_clients(config: Config, region: str | None = None, session: botocore.session.Session | None = None) -> Clients:
@@ -60,18 +63,10 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
             assert lambda_url is not None
             lambda_ = build_lambda_wire(config, region, lambda_url, session.get_credentials(), ca_bundle)
         else:
-            lambda_ = session.create_client(
-                "lambda",
-                region_name=region,
-                config=botocore.config.Config(
-                    max_pool_connections=config.concurrency + 10,
-                    connect_timeout=5,
-                    read_timeout=lambda_read_timeout(config),
-                    tcp_keepalive=True,
-                    retries={"mode": "standard", "total_max_attempts": 1},
-                ),
-                **endpoint,
-            )
+            lambda_ = session.create_client("lambda", region_name=region, config=botocore.config.Config(
+                max_pool_connections=config.concurrency + 10, connect_timeout=5,
+                read_timeout=lambda_read_timeout(config), tcp_keepalive=True,
+                retries={"mode": "standard", "total_max_attempts": 1}), **endpoint)
     # CloudWatch and DynamoDB: a call now and then, off the hot path, with botocore's own client.
     side_config = botocore.config.Config(connect_timeout=5, read_timeout=10,
                                          retries={"mode": "standard", "total_max_attempts": 3})
@@ -91,7 +86,9 @@ def build_clients(config: Config, region: str | None = None, session: botocore.s
     idempotency = build_idempotency(config, region, session, endpoint, ca_bundle) if config.idempotency else None
     return Clients(sqs=sqs, lambda_=lambda_, cloudwatch=cloudwatch, region=region, dynamodb=dynamodb, s3=s3,
                    idempotency=idempotency,
-                   build_idempotency=lambda reloaded: build_idempotency(reloaded, region, session, endpoint, ca_bundle))
+                   build_idempotency=lambda reloaded: build_idempotency(reloaded, region, session, endpoint, ca_bundle),
+                   build_lambda_endpoint=lambda_endpoint_builder(region, session.get_credentials(), ca_bundle,
+                                                                 config.concurrency))
 
 
 def build_command_client(session: Any, aws: AwsConfig, region: str, service: str) -> Any:

@@ -171,6 +171,7 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
     resolution = early or resolve_from_environment(config.aws, env, config.source, asked) \
         or ChildResolution(config.aws, config.source, asked)
     from ..aws.clients import Clients, build_lambda_wire, build_sqs_wire
+    from ..aws.lambda_endpoints import lambda_endpoint_builder
     from ..lifecycle.daemon import Daemon  # noqa: F401  (imported while the child works)
 
     try:
@@ -191,7 +192,8 @@ def run_with_child(config: Config, env: Mapping[str, str], early: Any = None,
                       lambda_=build_lambda_wire(config, region, lambda_url, signing, ca_bundle) if lambda_url else None,
                       cloudwatch=None, region=region,
                       **idempotency_wires(config, region, dynamodb_url, signing, ca_bundle),
-                      renew_credentials=credentials.run if resolved.expires_at is not None else None)
+                      renew_credentials=credentials.run if resolved.expires_at is not None else None,
+                      build_lambda_endpoint=lambda_endpoint_builder(region, signing, ca_bundle, config.concurrency))
     return run(config, None, resolved.region, resolved.where, clients, reload)
 
 

@@ -124,8 +124,9 @@ def build_policy(config: Config, region: str, account: str = ANY_ACCOUNT,
     if config.idempotency is not None:
         table = f"arn:{partition}:dynamodb:{region}:{account}:table/{config.idempotency.table}"
         statements.append(statement("RememberDeliveries", IDEMPOTENCY_ACTIONS, [table]))
+    # A target with its own endpoint_url invokes a container beside the daemon, not Lambda: no permission.
     functions = list(dict.fromkeys(function_arn(target, region, account) for target in config.targets.values()
-                                   if isinstance(target, LambdaTargetConfig)))
+                                   if isinstance(target, LambdaTargetConfig) and target.endpoint_url is None))
     if functions:
         statements.append(statement("InvokeFunctions", ["lambda:InvokeFunction"], functions))
     statements.extend(payload_statements(config, partition))

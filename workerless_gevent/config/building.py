@@ -16,8 +16,9 @@ from .cron import read_periodic, resolve_file
 from .idempotency import idempotency_of, read_key
 from .fleet import check_no_fleet_keys, fleet_limit_keys, read_fleet
 from .headers import read_headers
+from .lambda_target import read_lambda_target
 from .model import (LOG_LEVELS, METRICS_NAME, QUEUE_NAME, STRATEGIES, AwsConfig, Config, HttpTargetConfig,
-                    LambdaTargetConfig, PollingConfig, QueueConfig, TargetConfig, TracingConfig)
+                    PollingConfig, QueueConfig, TargetConfig, TracingConfig)
 from .schema import Table
 
 
@@ -151,16 +152,7 @@ def _target(table: Table, name: str) -> TargetConfig:
             max_batching_window=table.number("max_batching_window", 0, 0, 300),
         )
     else:
-        window = table.number("max_batching_window", 0, 0, 300)
-        target = LambdaTargetConfig(
-            name=name,
-            function=table.string("function"),
-            qualifier=table.optional_string("qualifier"),
-            max_batching_window=window,
-            batch_size=table.integer("batch_size", 10, 1, 10000 if window else 10),
-            timeout=table.integer("timeout", 900, 1, 900),
-            **_flow(table),
-        )
+        target = read_lambda_target(table, name, _flow(table))
     table.finish()
     return target
 

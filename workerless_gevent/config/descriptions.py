@@ -159,7 +159,8 @@ KEYS: tuple[Key, ...] = (
                "limit and the attempt does not count toward `max_retries`; `failure` counts it as a failure."),
     Key("targets.<name>.type", LambdaTargetConfig, "type", "A Lambda target: messages received together go into "
         "one `Invoke` with Lambda's own SQS event.", Choices(("http", "lambda"))),
-    Key("targets.<name>.function", LambdaTargetConfig, "function", "The function's name or ARN. Required.",
+    Key("targets.<name>.function", LambdaTargetConfig, "function", "The function's name or ARN. Required, "
+        "unless `endpoint_url` is set: then `function`, the name the emulator in AWS's Lambda images serves.",
         allowed="a non-empty string", example="billing-fn"),
     Key("targets.<name>.qualifier", LambdaTargetConfig, "qualifier", "An alias or version to invoke.",
         allowed="a non-empty string", example="live"),
@@ -168,6 +169,13 @@ KEYS: tuple[Key, ...] = (
     Key("targets.<name>.timeout", LambdaTargetConfig, "timeout", "Seconds an invocation may take.", Range(1, 900)),
     Key("targets.<name>.max_batching_window", LambdaTargetConfig, "max_batching_window", "Seconds to wait to fill "
         "`batch_size` records from several receives of one queue (not on FIFO queues).", Range(0, 300)),
+    Key("targets.<name>.endpoint_url", LambdaTargetConfig, "endpoint_url", "The Invoke API of a container beside "
+        "the daemon instead of Lambda: the image that ran on Lambda, whose Runtime Interface Emulator listens on "
+        "8080 ([Lambda handlers in containers](../deployment/lambda-containers.md)). Its answers are read as "
+        "Lambda's; no IAM permission is needed; `max_concurrency` defaults to 1, as the emulator runs one "
+        "invocation at a time. Requests to a loopback address are never signed; others are signed when the "
+        "daemon has credentials. Unset: Lambda's endpoint.", allowed="an `http://` or `https://` URL with a host, "
+        "without the Invoke path", example="http://127.0.0.1:8080"),
     *flow_keys(LambdaTargetConfig, "A throttle: `backpressure` halves the target's in-flight limit and the attempt "
                "does not count toward `max_retries`; `failure` counts it as a failure."),
     Key("aws.region", AwsConfig, "region", "The AWS region, first in the region chain (then `AWS_REGION`, "

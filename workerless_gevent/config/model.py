@@ -89,6 +89,8 @@ class LambdaTargetConfig:
     fleet_max_concurrency: int | None = None
     fleet_rate_limit: float | None = None
     overload: Literal["backpressure", "failure"] = "backpressure"  # a throttle shrinks the in-flight limit
+    # The Invoke API of a container beside the daemon (the emulator in AWS's Lambda images), instead of Lambda's
+    endpoint_url: str | None = None
 
 
 TargetConfig = HttpTargetConfig | LambdaTargetConfig

@@ -100,7 +100,11 @@ def resolve_dead_letter_queue(sqs: Any, config: QueueConfig, registry: Registry)
 def build_target(config: TargetConfig, clients: Clients, rng: random.Random, ca_bundle: str | None) -> Target:
     if isinstance(config, HttpTargetConfig):
         return build_http_target(config, ca_bundle=ca_bundle)
-    return LambdaTarget(config, clients.lambda_, rng)
+    if config.endpoint_url is None:
+        return LambdaTarget(config, clients.lambda_, rng)
+    if clients.build_lambda_endpoint is None:  # never Lambda's own endpoint in place of the one the target names
+        raise StartupError(f"targets.{config.name}.endpoint_url: the daemon was built without Lambda endpoints")
+    return LambdaTarget(config, clients.build_lambda_endpoint(config), rng)
 
 
 def queue_info(queue: SqsQueue, clients: Clients) -> QueueInfo:

@@ -95,8 +95,8 @@ def refuse_missing_clients(engine: Engine, config: Config, changes: Changes) -> 
     """StartupError for a change that needs what the daemon built at start only (a client, the fleet's leases)."""
     for name in changes.changed_targets:
         target = config.targets.get(name)
-        if not isinstance(target, LambdaTargetConfig):
-            continue
+        if not isinstance(target, LambdaTargetConfig) or target.endpoint_url is not None:
+            continue  # an endpoint_url target gets a client of its own, built with the target
         if engine.clients.lambda_ is None:
             raise StartupError(f"targets.{name}: a Lambda target needs a restart (the daemon started without one)")
         # The Invoke's read timeout was set from the targets at start: a longer function would be cut off.

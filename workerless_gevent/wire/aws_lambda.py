@@ -11,6 +11,10 @@ it left may run the function twice, and SQS redelivery is the retry. The wire ke
 repeats what cannot have reached Lambda: a connection that failed to open (refused, unreachable,
 connect timeout), as botocore's standard mode would (`retries.Retrier`). A throttle is never
 repeated here: the target pauses on it. A pooled connection found closed is not resent either.
+
+A Lambda target's own `endpoint_url` (the emulator in AWS's Lambda images, beside the daemon) gets a wire of
+its own whose answers are read as the emulator gives them (`wire.lambda_emulator`), unsigned where
+`aws.clients.lambda_endpoint_signed` says so.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import botocore.exceptions
 import gevent.socket
 
 from .http import STALE_ERRORS, Connections, host_header, post_request, tls_context
+from .lambda_emulator import as_lambda_answer
 from .retries import Retrier, retry_cost
 from .sigv4 import MAX_CACHED_TARGETS, RestSigner
 from .sqs import USER_AGENT  # one User-Agent for every call of our own wire
@@ -68,7 +73,7 @@ class LambdaWire:
 
     def __init__(self, endpoint_url: str, region: str, credentials: Any, *, concurrency: int, read_timeout: float,
                  connect_timeout: float = 5.0, exceptions: Any = None, ca_bundle: str | None = None,
-                 retrier: Retrier | None = None) -> None:
+                 retrier: Retrier | None = None, is_signed: bool = True, is_emulator: bool = False) -> None:
         parts = urllib.parse.urlsplit(endpoint_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"Lambda endpoint URL must be http(s)://host[:port]: {endpoint_url!r}")
@@ -82,6 +87,8 @@ class LambdaWire:
         self.base_path = parts.path[:-1] if parts.path.endswith("/") else parts.path
         self.host = host_header(parts.hostname, parts.port, parts.scheme)
         self.signer = RestSigner(credentials, region, SIGNING_NAME, self.host)
+        self.is_signed = is_signed  # False: no Authorization (a target's endpoint_url on loopback, or no credentials)
+        self.is_emulator = is_emulator  # answers read as the Runtime Interface Emulator's (wire.lambda_emulator)
         self.targets: dict[tuple[str, str | None], tuple[str, str]] = {}  # (name, qualifier) -> (path, query)
         self.fixed_headers = f"User-Agent: {USER_AGENT}\r\n"
         secure = parts.scheme == "https"
@@ -109,7 +116,7 @@ class LambdaWire:
         body = Payload.encode("utf-8") if isinstance(Payload, str) else Payload
         # Each attempt may take a connect and a read timeout, and the retries end within the same bound.
         deadline = time.monotonic() + self.connect_timeout + self.read_timeout
-        return self.retrier.call(lambda: self.invoke_once(path, query, headers, body, deadline), deadline)
+        return self.retrier.call(lambda: self.invoke_once(path, query, headers, body, deadline, FunctionName), deadline)
 
     def escape(self, function_name: str, qualifier: str | None) -> tuple[str, str]:
         """The escaped path and query of a function, kept: the daemon invokes the same few again and again."""
@@ -120,22 +127,27 @@ class LambdaWire:
         self.targets[function_name, qualifier] = (path, query)
         return path, query
 
-    def invoke_once(self, path: str, query: str, headers: dict[str, str], body: bytes,
-                    deadline: float) -> dict[str, Any]:
+    def invoke_once(self, path: str, query: str, headers: dict[str, str], body: bytes, deadline: float,
+                    function_name: str = "") -> dict[str, Any]:
         target = f"{path}?{query}" if query else path
-        signed = self.signer.headers("POST", path, query, headers, body)
+        if self.is_signed:
+            headers = self.signer.headers("POST", path, query, headers, body)
+        else:
+            headers = {"Host": self.host, **headers}
         try:
-            reply = self.http.exchange(post_request(target, self.fixed_headers, signed, body), deadline=deadline)
+            reply = self.http.exchange(post_request(target, self.fixed_headers, headers, body), deadline=deadline)
         except (OSError, HTTPException) as error:
             raise self.connection_error(error, self.endpoint_url.rstrip("/") + target) from error
-        if reply.status >= 300:
-            raise self.client_error(reply.status, reply.headers, reply.body)
-        response: dict[str, Any] = {"ResponseMetadata": metadata(reply.status, reply.headers),
-                                    "StatusCode": reply.status}
+        status, reply_headers, data = reply.status, reply.headers, reply.body
+        if self.is_emulator:
+            status, reply_headers, data = as_lambda_answer(status, reply_headers, data, function_name)
+        if status >= 300:
+            raise self.client_error(status, reply_headers, data)
+        response: dict[str, Any] = {"ResponseMetadata": metadata(status, reply_headers), "StatusCode": status}
         for member, name in HEADER_MEMBERS:
-            if name in reply.headers:
-                response[member] = reply.headers[name]
-        response["Payload"] = io.BytesIO(reply.body)  # read() as botocore's StreamingBody, without its urllib3 import
+            if name in reply_headers:
+                response[member] = reply_headers[name]
+        response["Payload"] = io.BytesIO(data)  # read() as botocore's StreamingBody, without its urllib3 import
         return response
 
     def connection_error(self, error: BaseException, url: str) -> botocore.exceptions.BotoCoreError:

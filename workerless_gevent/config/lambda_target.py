@@ -1,0 +1,57 @@
+"""A `[targets.NAME]` table with `type = "lambda"` read into `LambdaTargetConfig`, `endpoint_url` included."""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from typing import Any
+
+from .model import LambdaTargetConfig
+from .schema import Table
+
+EMULATOR_FUNCTION = "function"  # the one name the Runtime Interface Emulator always serves
+ENDPOINT_URL = re.compile(r"https?://[^/?#\s@]+(/[^?#\s]*)?")
+
+
+def read_lambda_target(table: Table, name: str, flow: dict[str, Any]) -> LambdaTargetConfig:
+    """`flow`: the flow-control keys every target has, read by the caller."""
+    window = table.number("max_batching_window", 0, 0, 300)
+    endpoint_url = read_endpoint_url(table)
+    if endpoint_url is not None and flow["max_concurrency"] is None:
+        flow = {**flow, "max_concurrency": 1}  # the emulator runs one invocation at a time: see read_endpoint_url
+    return LambdaTargetConfig(
+        name=name,
+        function=table.string("function", EMULATOR_FUNCTION if endpoint_url is not None else None),
+        qualifier=table.optional_string("qualifier"),
+        max_batching_window=window,
+        batch_size=table.integer("batch_size", 10, 1, 10000 if window else 10),
+        timeout=table.integer("timeout", 900, 1, 900),
+        endpoint_url=endpoint_url,
+        **flow,
+    )
+
+
+def read_endpoint_url(table: Table) -> str | None:
+    """The Invoke API of a container beside the daemon: scheme, host, port, maybe a path prefix, before the
+    daemon's /2015-03-31/functions/<function>/invocations. The emulator in AWS's Lambda images runs one
+    invocation at a time, and one more sent meanwhile crashes it (aws-lambda-rie of aws-sam-cli 1.170.0 panics
+    on ReserveFailed: AlreadyReserved), hence `max_concurrency = 1` unless the table sets it."""
+    url = table.optional_string("endpoint_url")
+    if url is None:
+        return None
+    if not ENDPOINT_URL.fullmatch(url) or not has_host_and_port(url):
+        raise table.fail("endpoint_url", "must be an http:// or https:// URL with a host, as http://127.0.0.1:8080",
+                         url)
+    if "/2015-03-31/" in url:
+        raise table.fail("endpoint_url", "must be the endpoint alone, as http://127.0.0.1:8080: the daemon adds "
+                         "/2015-03-31/functions/<function>/invocations", url)
+    return url
+
+
+def has_host_and_port(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        parts.port
+    except ValueError:
+        return False
+    return bool(parts.hostname)
