@@ -2,8 +2,8 @@
 a Python handler `(event, context)` as Lambda would, and answering as the emulator does (measured on the real
 aws-lambda-rie that aws-sam-cli 1.170.0 carries; see workerless_gevent/wire/lambda_emulator.py):
 
-- only `POST /2015-03-31/functions/function/invocations` (and `function_name`'s, as AWS_LAMBDA_FUNCTION_NAME
-  adds) is served; any other path is Go's `404 page not found`;
+- only `POST /2015-03-31/functions/function/invocations` is served (and `function_name`'s, as some releases
+  add the name in AWS_LAMBDA_FUNCTION_NAME); any other path is Go's `404 page not found`;
 - every answer is `text/plain; charset=utf-8` without an `X-Amz-*` header; the query string and the
   signature are ignored;
 - a result is 200 with its JSON (`null` for None); a raised exception is 200 with the runtime's error object;

@@ -91,8 +91,7 @@ def test_a_function_the_emulator_does_not_serve_is_resource_not_found_naming_it(
     status, headers, body = as_lambda_answer(404, dict(TEXT), b"404 page not found\n", "billing-fn")
     assert (status, headers["x-amzn-errortype"]) == (404, "ResourceNotFoundException")
     assert json.loads(body) == {"message": "the endpoint serves no function named 'billing-fn': the emulator in "
-                                           "AWS's Lambda images serves 'function' (and the name in its "
-                                           "AWS_LAMBDA_FUNCTION_NAME)"}
+                                           "AWS's Lambda images serves 'function', the target's default"}
 
 
 def test_an_endpoint_url_target_needs_no_invoke_permission() -> None:

@@ -6,7 +6,8 @@ aws/aws-lambda-runtime-interface-emulator issues #20, #21, #86): every answer is
 `X-Amz-*` header; a result is 200 with the function's JSON (`null` for none); a function error is 200 with the
 runtime's error object (`errorType`, `errorMessage`) and no `X-Amz-Function-Error`; a timeout is 200 with the
 plain text `Task timed out after N.00 seconds`; a runtime that exits is 502 with a `Runtime.ExitError` object
-(an empty body in older releases); a path other than its function's is Go's `404 page not found`.
+(an empty body in older releases); any function name but `function` is Go's `404 page not found` (some
+releases also serve the name in the container's AWS_LAMBDA_FUNCTION_NAME; 1.170.0's does not).
 Lambda answers each of these failures 200 with `X-Amz-Function-Error: Unhandled`, or 404
 ResourceNotFoundException. An answer that carries Lambda's own headers (an Invoke API that sends them, such
 as `sam local start-lambda`) is left as it is.
@@ -29,7 +30,7 @@ def as_lambda_answer(status: int, headers: dict[str, str], body: bytes,
         return status, headers, body
     if status == 404 and body.strip() == b"404 page not found":
         message = (f"the endpoint serves no function named {function_name!r}: the emulator in AWS's Lambda images "
-                   f"serves 'function' (and the name in its AWS_LAMBDA_FUNCTION_NAME)")
+                   f"serves 'function', the target's default")
         return 404, {**headers, ERROR_TYPE: "ResourceNotFoundException"}, json.dumps({"message": message}).encode()
     if (status == 200 or status >= 500) and is_error_object(body):
         return 200, {**headers, FUNCTION_ERROR: "Unhandled"}, body
