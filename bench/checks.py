@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import batch
 import idempotency
 import redrive
 import scale
@@ -20,7 +21,8 @@ def target_checks(results: dict[str, Any]) -> list[dict[str, Any]]:
     checks = [item for name, checks_of in SCENARIO_CHECKS if name in scenario for item in checks_of(scenario[name])]
     for name, value, limit, passed in (scale.target_checks(scenario) + scale_targets.target_checks(scenario)
                                         + idempotency.target_checks(scenario)
-                                        + tracing.target_checks(scenario) + redrive.target_checks(scenario)):
+                                        + tracing.target_checks(scenario) + redrive.target_checks(scenario)
+                                        + batch.target_checks(scenario)):
         checks.append({"target": name, "value": value, "limit": limit, "pass": passed})
     return checks
 

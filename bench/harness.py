@@ -514,11 +514,13 @@ def worker_env(endpoint: str) -> dict[str, str]:
 def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: int, poll_for: int,
                   max_connections: int | None = None, batch_size: int = 10,
                   lambda_function: str | None = None, lambda_batch_size: int = 1,
-                  idempotent: Idempotent | None = None, traced: bool = False) -> Path:
+                  idempotent: Idempotent | None = None, traced: bool = False,
+                  target_keys: dict[str, Any] | None = None) -> Path:
     """A TOML file with only the documented keys of DESIGN.md section 1. With lambda_function the target is
     a Lambda function (conf/example.toml's [targets.billing]) instead of the sink's URL; the Invoke calls go
     wherever AWS_ENDPOINT_URL_LAMBDA points (make_daemon's lambda_endpoint). With idempotent, every queue
-    has its idempotency_key and [idempotency] names the table. With traced, [tracing] exports over OTLP."""
+    has its idempotency_key and [idempotency] names the table. With traced, [tracing] exports over OTLP.
+    target_keys: more keys of the HTTP target (`batch_size`, `max_batching_window`), numbers as written."""
     lines = [
         f"concurrency = {concurrency}",
         "shutdown_timeout = 10",
@@ -542,6 +544,7 @@ def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: 
         lines += ["[targets.default]", 'type = "http"', f'url = "{sink_url}/"']
         if max_connections is not None:
             lines.append(f"max_connections = {max_connections}")
+        lines += [f"{key} = {value}" for key, value in (target_keys or {}).items()]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -550,12 +553,14 @@ def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: 
 def make_daemon(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,
                 poll_for: int, max_connections: int | None = None, extra: tuple[str, ...] = (),
                 lambda_function: str | None = None, lambda_endpoint: str | None = None,
-                idempotent: Idempotent | None = None, traced: Traced | None = None) -> Worker:
+                idempotent: Idempotent | None = None, traced: Traced | None = None,
+                target_keys: dict[str, Any] | None = None) -> Worker:
     """The daemon on a generated config; with lambda_function it delivers to that Lambda function through
     lambda_endpoint (AWS_ENDPOINT_URL_LAMBDA: boto3's per-service endpoint, which wins over AWS_ENDPOINT_URL)."""
     config = daemon_config(RESULTS / "conf" / f"{label}.toml", queues=queues, sink_url=sink_url,
                            concurrency=concurrency, poll_for=poll_for, max_connections=max_connections,
-                           lambda_function=lambda_function, idempotent=idempotent, traced=traced is not None)
+                           lambda_function=lambda_function, idempotent=idempotent, traced=traced is not None,
+                           target_keys=target_keys)
     argv = [sys.executable, str(DAEMON_BIN), "-c", str(config), *extra]
     env = worker_env(endpoint)
     if lambda_endpoint:

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
+import batch
 import fleet
 import fleet_limits
 import harness
@@ -85,7 +86,7 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
             + fleet.table_rows(scenario, cell, ratio_text)
             + fleet_limits.table_rows(scenario, cell, ratio_text)
             + idempotency.table_rows(scenario, cell, ratio_text) + tracing.table_rows(scenario, cell, ratio_text)
-            + redrive.table_rows(scenario, cell, ratio_text))
+            + redrive.table_rows(scenario, cell, ratio_text) + batch.table_rows(scenario, cell, ratio_text))
 
 
 def compared(label: str, block: dict[str, Any], key: str, digits: int = 1) -> Row:

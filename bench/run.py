@@ -6,7 +6,7 @@
 
 Options: --runs=N, --only=NAME[,NAME] (throughput, components, slow_sink, requests, idle, wake, memory,
 priority, latency, startup, scale, lambda, scale_wide, scale_queues, scale_priority, flow, fleet,
-fleet_limits, idempotency, tracing, redrive), --no-profile, --strict (exit 1 on a missed target),
+fleet_limits, idempotency, tracing, redrive, batch), --no-profile, --strict (exit 1 on a missed target),
 --daemon-bin=PATH (measure another checkout, e.g. a proposed fix), --json=PATH (default
 bench/results/latest.json; latest-quick.json with --quick, so a smoke run never overwrites the figures
 of a full run), --latency-messages=N (backlog of the latency scenario; default 50,000, or 5,000 with
@@ -28,7 +28,8 @@ polling.py (requests, idle, wake, priority), scale.py (startup, scale, lambda), 
 (scale_wide, scale_queues, scale_priority: issue 30's scale targets at its settings), flow.py (flow), fleet.py (fleet),
 fleet_limits.py (fleet_limits, with fleet_members.py and dynamodb.py: moto's DynamoDB), idempotency.py
 (idempotency, on the DynamoDB stand-in bench/dynamodb_standin.mjs), tracing.py (tracing, with the OTLP
-collector bench/otlp_sink.mjs), redrive.py (redrive: `workerless redrive`), profiling.py (py-spy
+collector bench/otlp_sink.mjs), redrive.py (redrive: `workerless redrive`), batch.py (batch: an HTTP target's batch_size 10
+against 1), scale_wide.py (scale_wide), profiling.py (py-spy
 and the greenlet switches), profile_summary.py (py-spy's stacks by package folder and by area),
 checks.py (the targets), report.py (the printed table and profile, the JSON); harness.py holds the processes they drive.
 """

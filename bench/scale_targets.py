@@ -1,13 +1,8 @@
 """The scale targets of issue 30 item 3, each measured at the issue's own settings: scale_wide, scale_queues,
 scale_priority. The daemon only (the targets are absolute); bench/scale.py's `scale` scenario has the baseline.
 
-* scale_wide      c=1,000 on an app that holds each POST 200 ms (the sink's delay), 30,000 messages (5,000 with
-                  --quick) in one queue, `max_connections = 1000` (the HTTP target's default is 50, which would
-                  cap the rate at 50 / 0.2 s = 250 msg/s). The rate against the ideal 1,000 / 0.2 s = 5,000
-                  msg/s: over the whole drain (first arrival to last answer, ramp-up and tail included) and in
-                  the steady state (the arrivals between the 10th and the 90th percentile); the process tree's
-                  peak RSS (sampled every 10 ms), CPU share of the daemon, fauxqs and the sink.
-                  Target: >= 95 % of 5,000 msg/s, tree <= 80 MB.
+* scale_wide      c=1,000 on an app that holds each POST 200 ms, and (issue 42 item 4) 2 s beside c=50 on the same
+                  app: bench/scale_wide.py.
 * scale_queues    `runs` daemons at once, each on its own 50 empty queues (strict priority, concurrency 50,
                   `poll_for = 20`), idle for 180 s (45 s with --quick) after 5 s of start-up: SQS requests per
                   queue per minute, counted by fauxqs per queue. Then each daemon in turn (the others frozen
@@ -33,7 +28,6 @@ scale_priority. The daemon only (the targets are absolute); bench/scale.py's `sc
 from __future__ import annotations
 
 import http.client
-import os
 import json
 import random
 import signal
@@ -41,50 +35,15 @@ import statistics
 import time
 from typing import Any
 
+import scale_wide
 from harness import log, percentile, spread, unique
 
 SCENARIOS = ("scale_wide", "scale_queues", "scale_priority")
-WIDE_CONCURRENCY = 1000
-WIDE_DELAY_MS = 200
-WIDE_IDEAL = WIDE_CONCURRENCY / (WIDE_DELAY_MS / 1000)  # 5,000 msg/s
-WIDE_TREE_MB = 80
 QUEUES = 50
 POLL_FOR = 20
 REQUESTS_PER_QUEUE_MIN = 3
 WAKE_SLACK_MS = 5
 WAKE_RTTS_MS = (0, 20)
-
-
-def wide(bench: Any) -> dict[str, Any]:
-    s = bench.settings
-    messages = 5000 if s.quick else 30000
-    runs: list[dict[str, Any]] = []
-    for index in range(s.runs):
-        result = bench.backlog_run("daemon", f"wide-c{WIDE_CONCURRENCY}-{index}", concurrency=WIDE_CONCURRENCY,
-                                   messages=messages, delay_ms=WIDE_DELAY_MS, max_connections=WIDE_CONCURRENCY)
-        times = sorted(t for t, _ in bench.sink.events())
-        n = len(times)
-        low, high = times[n // 10], times[(9 * n) // 10]
-        result["steady_msgs_per_s"] = (9 * n // 10 - n // 10) / ((high - low) / 1000) if high > low else None
-        result["ms_to_first_1000"] = times[min(n, WIDE_CONCURRENCY) - 1] - times[0]
-        result["fraction_of_ideal"] = result["msgs_per_s"] / WIDE_IDEAL
-        result["steady_fraction_of_ideal"] = (result["steady_msgs_per_s"] or 0) / WIDE_IDEAL
-        result["loadavg"] = list(os.getloadavg())
-        log(f"  scale_wide run {index + 1}: {result['msgs_per_s']:.0f} msg/s whole drain "
-            f"({result['fraction_of_ideal']:.1%} of {WIDE_IDEAL:.0f}), steady {result['steady_msgs_per_s']:.0f} "
-            f"({result['steady_fraction_of_ideal']:.1%}); 1,000th arrival {result['ms_to_first_1000']:.0f} ms after "
-            f"the first; sink held {result['sink_mean_held_ms']:.1f} ms, {result['sink_max_in_flight']} in flight; "
-            f"tree {result['peak_tree_rss_mb']:.1f} MB; daemon {result['cpu_share_of_one_core']:.0%} of a core, "
-            f"{result['cpu_us_per_msg']:.0f} us/msg (fauxqs {result['fauxqs_cpu_us_per_msg']:.0f}, sink "
-            f"{result['sink_cpu_us_per_msg']:.0f}); load {result['loadavg'][0]:.1f}")
-        runs.append(result)
-    keys = ("msgs_per_s", "fraction_of_ideal", "steady_msgs_per_s", "steady_fraction_of_ideal", "ms_to_first_1000",
-            "peak_tree_rss_mb", "peak_rss_mb", "cpu_share_of_one_core", "cpu_us_per_msg", "fauxqs_cpu_us_per_msg",
-            "sink_cpu_us_per_msg", "sink_mean_held_ms", "sink_max_in_flight", "left_in_queue")
-    out: dict[str, Any] = {key: spread([r.get(key) for r in runs]) for key in keys}
-    out.update(messages=messages, concurrency=WIDE_CONCURRENCY, delay_ms=WIDE_DELAY_MS, ideal_msgs_per_s=WIDE_IDEAL,
-               loadavg=[r["loadavg"] for r in runs])
-    return out
 
 
 def raw_receive_rtt_ms(port: int, url: str, tries: int = 20) -> float:
@@ -324,21 +283,15 @@ def count_inversions(events: list[tuple[float, str]], rank: dict[str, int], per_
             "burst_wait_max_ms": max(burst_waits) if burst_waits else 0.0}
 
 
-RUNNERS = {"scale_wide": wide, "scale_queues": idle_queues, "scale_priority": priority}
+RUNNERS = {"scale_wide": scale_wide.wide, "scale_queues": idle_queues, "scale_priority": priority}
 
 
 def target_checks(scenario: dict[str, Any]) -> list[tuple[str, Any, str, bool | None]]:
-    checks: list[tuple[str, Any, str, bool | None]] = []
+    checks: list[tuple[str, Any, str, bool | None]] = scale_wide.target_checks(scenario)
 
     def check(name: str, value: Any, limit: str, ok: Any) -> None:
         checks.append((name, value, limit, None if value is None else bool(ok(value))))
 
-    if "scale_wide" in scenario:
-        block = scenario["scale_wide"]
-        check(f"scale_wide: c=1000, 200 ms app, msgs/s / ideal {WIDE_IDEAL:.0f} (median, whole drain)",
-              block["fraction_of_ideal"]["median"], ">= 0.95", lambda v: v >= 0.95)
-        check("scale_wide: process tree peak RSS (worst run)", block["peak_tree_rss_mb"]["max"],
-              f"<= {WIDE_TREE_MB} MB", lambda v: v <= WIDE_TREE_MB)
     if "scale_queues" in scenario:
         block = scenario["scale_queues"]
         check(f"scale_queues: idle SQS requests per queue per minute, {QUEUES} queues, poll_for={POLL_FOR} (worst run)",
@@ -357,13 +310,7 @@ def target_checks(scenario: dict[str, Any]) -> list[tuple[str, Any, str, bool | 
 
 
 def table_rows(scenario: dict[str, Any], cell: Any, ratio_text: Any) -> list[tuple[str, str, str, str]]:
-    rows: list[tuple[str, str, str, str]] = []
-    if "scale_wide" in scenario:
-        b = scenario["scale_wide"]
-        rows += [(f"scale_wide c=1000, 200 ms app ({b['messages']} msgs): msgs/s (ideal 5000)", cell(b["msgs_per_s"], 0),
-                  "", ""),
-                 ("  steady msgs/s (10th-90th percentile arrivals)", cell(b["steady_msgs_per_s"], 0), "", ""),
-                 ("  process tree peak RSS MB", cell(b["peak_tree_rss_mb"]), "", "")]
+    rows: list[tuple[str, str, str, str]] = scale_wide.table_rows(scenario, cell, ratio_text)
     if "scale_queues" in scenario:
         b = scenario["scale_queues"]
         rows.append((f"scale_queues {QUEUES} idle queues: requests per queue per minute",

@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any, Callable
 
+import batch
 import fleet
 import fleet_limits
 import flow
@@ -194,5 +195,5 @@ RUNNERS: dict[str, Callable[[Bench], dict[str, Any]]] = {
     "throughput": throughput, "components": components, "slow_sink": slow_sink,
     "requests": polling.requests, "idle": polling.idle, "wake": polling.wake, "memory": memory,
     "priority": polling.priority, "latency": latency, **scale.RUNNERS, **scale_targets.RUNNERS, **flow.RUNNERS, **fleet.RUNNERS,
-    **fleet_limits.RUNNERS, **idempotency.RUNNERS, **tracing.RUNNERS, **redrive.RUNNERS}
+    **fleet_limits.RUNNERS, **idempotency.RUNNERS, **tracing.RUNNERS, **redrive.RUNNERS, **batch.RUNNERS}
 SCENARIOS = tuple(RUNNERS)

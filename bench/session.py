@@ -7,6 +7,7 @@ creates queues through `bench.sqs`, resets `bench.sink`, starts workers with `be
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -92,7 +93,8 @@ class Bench:
     def worker(self, kind: str, label: str, *, endpoint: str | None = None, queues: list[str], concurrency: int,
                poll_for: int = 1, max_messages: int | None = None, drain: bool = False,
                max_connections: int | None = None, lambda_function: str | None = None,
-               idempotent: Idempotent | None = None, traced: Traced | None = None) -> Worker:
+               idempotent: Idempotent | None = None, traced: Traced | None = None,
+               target_keys: dict[str, Any] | None = None) -> Worker:
         endpoint = endpoint or self.fauxqs.url
         if kind == "daemon":
             extra: list[str] = []
@@ -104,10 +106,10 @@ class Bench:
                                  poll_for=poll_for, max_connections=max_connections, extra=tuple(extra),
                                  lambda_function=lambda_function,  # Invoke goes to the sink (bench/sink.mjs)
                                  lambda_endpoint=self.sink.url if lambda_function else None,
-                                 idempotent=idempotent, traced=traced)
+                                 idempotent=idempotent, traced=traced, target_keys=target_keys)
         else:
-            if idempotent is not None or traced is not None:
-                raise ValueError("the plain baseline has no idempotent delivery and no tracing")
+            if idempotent is not None or traced is not None or target_keys:
+                raise ValueError("the plain baseline has no idempotent delivery, no tracing and no target keys")
             worker = make_baseline(label, endpoint, queues=queues, sink_url=self.sink.url, concurrency=concurrency,
                                    poll_for=poll_for, max_messages=max_messages)
         self.workers.append(worker)
@@ -115,15 +117,17 @@ class Bench:
 
     def backlog_run(self, kind: str, label: str, *, concurrency: int, messages: int, delay_ms: float,
                     max_connections: int | None = None, lambda_function: str | None = None,
-                    idempotent: Idempotent | None = None, traced: Traced | None = None) -> dict[str, Any]:
-        """Load a backlog, start the worker, sample until the sink has seen every message."""
+                    idempotent: Idempotent | None = None, traced: Traced | None = None,
+                    target_keys: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Load a backlog, start the worker, sample until the sink has seen every message (a batch POST counts
+        its messages: bench/sink.mjs)."""
         name = unique(label)
         url = self.sqs.create(name)
         self.sqs.send_many(url, messages, "bulk")
         self.sink.reset(delay_ms)
         worker = self.worker(kind, label, queues=[name], concurrency=concurrency, max_messages=messages,
                              max_connections=max_connections, lambda_function=lambda_function,
-                             idempotent=idempotent, traced=traced)
+                             idempotent=idempotent, traced=traced, target_keys=target_keys)
         helper_cpu = self._sample_until_delivered(worker, messages)
         code = worker.wait(30)
         if code is None:
@@ -146,6 +150,7 @@ class Bench:
             "peak_rss_mb": worker.peak_rss_mb(),
             "peak_tree_rss_mb": worker.peak_tree_rss_mb(),
             "sink_max_in_flight": stats["max_in_flight"],
+            "sink_posts": stats.get("posts"),
             "sink_mean_held_ms": stats["mean_held_ms"],
             "sqs_requests": sum(by_action.values()),
             "sqs_requests_per_msg": sum(by_action.values()) / max(1, delivered),
@@ -173,34 +178,40 @@ class Bench:
             self.fauxqs.forget(name)
 
     def _sample_until_delivered(self, worker: Worker, messages: int) -> list[tuple[float | None, ...]]:
-        """Sample the worker until the sink has every message; the CPU of fauxqs and the sink at the first
-        delivery and at the end."""
+        """Sample the worker until the sink has every message; the CPU of fauxqs, the sink and this runner (its
+        sampling) at the first delivery and at the end, each with the time (last)."""
         deadline = time.monotonic() + 60 + messages / 50
-        helpers = (self.fauxqs.pid, self.sink.pid)
+        helpers = (self.fauxqs.pid, self.sink.pid, os.getpid())
         helper_cpu: list[tuple[float | None, ...]] = []
         while True:
             sample = worker.sample(self.sink)
             if sample.count > 0 and not helper_cpu:
-                helper_cpu.append(tuple(harness.proc_cpu_seconds(pid) for pid in helpers))
+                helper_cpu.append((*(harness.proc_cpu_seconds(pid) for pid in helpers), time.monotonic()))
             if sample.count >= messages or worker.poll() is not None or time.monotonic() > deadline:
                 break
             time.sleep(0.01)
-        helper_cpu.append(tuple(harness.proc_cpu_seconds(pid) for pid in helpers))
+        helper_cpu.append((*(harness.proc_cpu_seconds(pid) for pid in helpers), time.monotonic()))
         return helper_cpu
 
 
 def cpu_figures(worker: Worker, messages: int, helper_cpu: list[tuple[float | None, ...]]) -> dict[str, Any]:
-    """CPU per message of the worker, and of fauxqs and the sink, from the first delivery to the last."""
+    """CPU per message of the worker, and of fauxqs, the sink and the runner, from the first delivery to the last;
+    the share of a core each used then (a helper near 100 % would be the bottleneck, not the worker)."""
     with_cpu = [s for s in worker.samples if s.cpu is not None]
     first = next(s for s in with_cpu if s.count > 0)
     last = next((s for s in with_cpu if s.count >= messages), with_cpu[-1])
     delivered = max(1, last.count - first.count)
     wall = last.at - first.at
-    helper_us = [((b - a) / delivered * 1e6) if a is not None and b is not None else None
-                 for a, b in zip(*helper_cpu)] if len(helper_cpu) == 2 else [None, None]
+    used = [(b - a) if a is not None and b is not None else None
+            for a, b in zip(*helper_cpu)] if len(helper_cpu) == 2 else [None] * 4
+    helper_us = [cpu / delivered * 1e6 if cpu is not None else None for cpu in used[:3]]
+    helper_wall = used[3]
+    share = [cpu / helper_wall if cpu is not None and helper_wall else None for cpu in used[:3]]
     return {"cpu_us_per_msg": (last.cpu - first.cpu) / delivered * 1e6,
             "cpu_share_of_one_core": (last.cpu - first.cpu) / wall if wall > 0 else None,
-            "fauxqs_cpu_us_per_msg": helper_us[0], "sink_cpu_us_per_msg": helper_us[1]}
+            "fauxqs_cpu_us_per_msg": helper_us[0], "sink_cpu_us_per_msg": helper_us[1],
+            "runner_cpu_us_per_msg": helper_us[2], "fauxqs_cpu_share": share[0], "sink_cpu_share": share[1],
+            "runner_cpu_share": share[2]}
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -6,9 +6,12 @@
 // Lambda Invoke (the stand-in the lambda scenario points AWS_ENDPOINT_URL_LAMBDA at): counted like any
 // delivery, its SigV4 signature not checked, answered 200 with the payload {} and
 // X-Amz-Executed-Version: $LATEST, as Lambda answers a synchronous invocation that returned nothing.
+// A batch POST (an HTTP target with batch_size > 1: X-Aws-Sqsd-Msgcount: N) counts as N deliveries, all
+// arriving at once, and is answered 200 with an empty body (every record succeeded); in_flight, the held
+// times and `posts` count requests.
 // Control (used by bench/run.py only):
 //   POST /_bench/reset?delay_ms=D   forget everything, answer deliveries after D ms from now on
-//   GET  /_bench/stats              {count, first, last, in_flight, max_in_flight, by_queue, invocations}
+//   GET  /_bench/stats              {count, posts, first, last, in_flight, max_in_flight, by_queue, invocations}
 //   GET  /_bench/events?from=K      arrivals K.. as [[epoch_ms, queue], ...]
 //   GET  /_bench/wait?count=N&timeout_ms=T   answers once count >= N (or at the timeout) with stats
 import http from "node:http";
@@ -29,6 +32,7 @@ let heldSum = 0; // actual time each delayed answer was held, to compare the ide
 let heldCount = 0;
 let lastDone = null; // when the latest answer was sent: rates run from the first arrival to this
 let invocations = 0; // Lambda Invoke requests answered
+let posts = 0; // delivery requests (a batch POST carries several deliveries)
 const INVOKE_PREFIX = "/2015-03-31/functions/";
 const INVOKE_HEADERS = {
   "Content-Type": "application/json",
@@ -40,6 +44,7 @@ const INVOKE_HEADERS = {
 function stats() {
   return {
     count: times.length,
+    posts,
     first: times.length ? times[0] : null,
     last: times.length ? times[times.length - 1] : null,
     last_done: lastDone,
@@ -85,6 +90,7 @@ function control(req, res, url) {
     heldCount = 0;
     lastDone = null;
     invocations = 0;
+    posts = 0;
     for (const waiter of waiters) {
       clearTimeout(waiter.timer);
       json(waiter.res, 200, stats());
@@ -123,9 +129,14 @@ const server = http.createServer((req, res) => {
   const arrived = now();
   const invoke = req.url.startsWith(INVOKE_PREFIX) && req.url.includes("/invocations");
   const queue = invoke ? "lambda" : req.headers["x-aws-sqsd-queue"] ?? "";
-  times.push(arrived);
-  queues.push(queue);
-  byQueue[queue] = (byQueue[queue] ?? 0) + 1;
+  const batch = parseInt(req.headers["x-aws-sqsd-msgcount"] ?? "0", 10);
+  const messages = batch > 0 ? batch : 1;
+  for (let i = 0; i < messages; i++) {
+    times.push(arrived);
+    queues.push(queue);
+  }
+  byQueue[queue] = (byQueue[queue] ?? 0) + messages;
+  posts += 1;
   inFlight += 1;
   if (inFlight > maxInFlight) maxInFlight = inFlight;
   const delay = delayMs;
@@ -140,6 +151,11 @@ const server = http.createServer((req, res) => {
         invocations += 1;
         res.writeHead(200, INVOKE_HEADERS);
         res.end("{}");
+        return;
+      }
+      if (batch > 0) {
+        res.writeHead(200, { "Content-Length": "0" });
+        res.end();
         return;
       }
       res.writeHead(200, { "Content-Length": "2", "Content-Type": "text/plain" });
