@@ -153,11 +153,11 @@ class Poller:
                           forced: gevent.event.Event) -> None:
         """At a stop requested at `since` (time.monotonic()): let the receives on their way (`also`'s too) land,
         then abandon the rest. SQS still answers a long poll cut on our side, and hides what it hands out: each
-        may end (poll_for and some slack, within `limit_seconds`); short receives get `limit_seconds`, at least
-        5 s. `forced` (a second signal) ends the wait at once."""
+        may end (poll_for and some slack, within `limit_seconds`); short receives get `limit_seconds` (the stop's
+        deadline less its flushes' share). `forced` (a second signal) ends the wait at once."""
         receivings = [state.receiving for state in (*self.states, *also)]
         polls_until = since + min(self.receiver.poll_for_seconds + POLL_SLACK_SECONDS, limit_seconds)
-        receives_until = since + max(RECEIVES_JOIN_SECONDS, limit_seconds)
+        receives_until = since + limit_seconds
         is_logged = False
         while not forced.is_set():
             now = time.monotonic()

@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 import gevent
 import gevent.event
 
-from ..delivery.poller import RECEIVES_JOIN_SECONDS
 from ..delivery.queue import SqsQueue
 from ..logs import fields
 from ..message import Message
@@ -29,7 +28,6 @@ FLUSH_SHARE_SECONDS = 3.0
 FLUSH_SHARE_FRACTION = 0.25
 COMPLETIONS_SHARE = 0.5  # of the flushes' share, first: the `completed` writes, whose deletes follow them
 KILL_SECONDS = 2.0  # for the slots still running at the cut to end
-CUT_SLACK_SECONDS = 0.05
 BACKGROUND_JOIN_SECONDS = 3.0  # for the background loops to end once the stop is done
 SAY_SECONDS = 0.25  # past the deadline, for the metrics and spans cut at it to say what they left
 
@@ -127,26 +125,9 @@ class Stop:
                                [message for message in work.messages if not message.settled])
 
     def wait_for_receives(self) -> None:
-        """The receives on their way land (what they bring is released) until the cut, then the rest are abandoned.
-        The poller gives short receives RECEIVES_JOIN_SECONDS at least: a cut sooner than that ends its wait."""
-        poller, draining = self.engine.poller, self.engine.draining
-        since, cut = self.deadline.requested_at, self.deadline.cut
-        if since + RECEIVES_JOIN_SECONDS <= cut or self.forced.is_set():
-            poller.wait_for_receives(draining, since, cut - since, self.forced)
-            return
-        # A moment past the cut: the poller's own wait for long polls may end at the cut itself, and its abandon
-        # then must not be cut short (and said twice).
-        timeout = gevent.Timeout(self.deadline.remaining(cut) + CUT_SLACK_SECONDS)
-        timeout.start()
-        try:
-            poller.wait_for_receives(draining, since, cut - since, self.forced)
-        except gevent.Timeout as error:
-            if error is not timeout:
-                raise
-            receivings = [state.receiving for state in (*poller.states, *draining)]
-            poller.receiver.abandon(receivings, f"{time.monotonic() - since:.0f}s after the stop")
-        finally:
-            timeout.close()
+        """The receives on their way land (what they bring is released) until the cut, then the rest are abandoned."""
+        since = self.deadline.requested_at
+        self.engine.poller.wait_for_receives(self.engine.draining, since, self.deadline.cut - since, self.forced)
 
     def queues(self) -> list[SqsQueue]:
         parts = self.engine.parts
