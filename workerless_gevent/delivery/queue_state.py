@@ -45,7 +45,7 @@ class QueueState:
 
     def __post_init__(self) -> None:
         self.receiving = Receiving(self.queue, self.take_size)
-        if self.receive_hold is not None:
+        if self.receive_hold is not None:  # its watcher asks it too, not only the poller (through its gates)
             self.receiving.hold_seconds = self.receive_hold
 
     def wait_seconds(self) -> float:

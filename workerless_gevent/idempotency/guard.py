@@ -99,15 +99,15 @@ class Idempotency:
             keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", claim_deadline(message),
                                           self.payload_hash(message)))
         if keyed and (self.health.is_waiting_for_table or self.health.is_holding):  # no claim can be made now
-            admission.is_held = bool(keyed)
+            admission.is_held = True
             deferred.update((id(message), self.health.hide_seconds()) for message, _ in keyed.values())
         elif keyed:
             self.claim(queue, list(keyed.values()), admission, deferred)
-        duplicates = set(map(id, admission.duplicates + admission.reused + admission.lapsed))
+        undelivered = set(map(id, admission.duplicates + admission.reused + admission.lapsed))
         for message in messages:
             if id(message) in deferred:
                 admission.later.append((message, deferred[id(message)]))
-            elif id(message) not in duplicates:
+            elif id(message) not in undelivered:
                 admission.deliver.append(message)
         return admission
 
@@ -203,7 +203,7 @@ class Idempotency:
             return
         claim = self.claim_of(message, claim_deadline(message))
         try:
-            with gevent.Timeout(EXTEND_TIMEOUT_SECONDS, StoreTimeout):
+            with gevent.Timeout(EXTEND_TIMEOUT_SECONDS, StoreTimeout(EXTEND_TIMEOUT_SECONDS)):
                 is_ours = self.store.extend(claim)
         except (*AWS_ERRORS, StoreTimeout) as error:
             self.count(message.queue, "IdempotencyStoreErrors", 1)

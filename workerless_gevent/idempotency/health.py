@@ -49,8 +49,8 @@ class StoreHealth:
     def is_waiting_for_table(self) -> bool:
         return not self.is_table_ready and self.holds
 
-    def failed(self, error: str) -> int:
-        """A call failed for good: returns how long (whole seconds) held messages stay invisible."""
+    def failed(self, error: str) -> None:
+        """A call failed for good: the next probe waits a longer back-off (`retry_at`)."""
         now = time.monotonic()
         self.failures += 1
         self.last_error = error
@@ -64,9 +64,8 @@ class StoreHealth:
                 logger.warning("idempotency table %s failing (%s): delivering without claims, at least once "
                                "(on_store_failure = \"deliver\"): copies may reach the app twice meanwhile",
                                self.config.table, error)
-        seconds = max(1, round(backoff_seconds(self.failures, self.rng, MAX_HOLD_SECONDS, least_seconds=1.0)))
-        self.retry_at = now + seconds
-        return seconds
+        seconds = backoff_seconds(self.failures, self.rng, MAX_HOLD_SECONDS, least_seconds=1.0)
+        self.retry_at = now + max(1, round(seconds))
 
     def hide_seconds(self) -> int:
         """How long messages received while holding stay hidden: until the next probe may be made. Once hidden
@@ -127,7 +126,7 @@ class StoreGate:
 
     def _probe(self) -> None:
         try:
-            with gevent.Timeout(PROBE_TIMEOUT_SECONDS, StoreTimeout):
+            with gevent.Timeout(PROBE_TIMEOUT_SECONDS, StoreTimeout(PROBE_TIMEOUT_SECONDS)):
                 self.probe()
         except (*AWS_ERRORS, StoreTimeout) as error:
             self.count_error()
@@ -154,7 +153,8 @@ class StoreGate:
 
 
 class StoreTimeout(Exception):
-    """A probe of the table that did not answer in PROBE_TIMEOUT_SECONDS."""
+    """A call to the table (a probe, a claim's extension) that did not answer in time; raised by a
+    `gevent.Timeout(seconds, StoreTimeout(seconds))`."""
 
-    def __str__(self) -> str:
-        return f"no answer in {PROBE_TIMEOUT_SECONDS:.0f}s"
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer in {seconds:.0f}s")
