@@ -7,12 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from workerless_gevent.config.cron import (
-    PeriodicConfig,
-    PeriodicTask,
-    parse_cron_document,
-    schedule_problem,
-)
+from workerless_gevent.config.cron import PeriodicConfig, PeriodicTask, schedule_problem
+from workerless_gevent.config.periodic_table import parse_cron_document
 from workerless_gevent.errors import ConfigError
 from workerless_gevent.config.loading import load_config
 

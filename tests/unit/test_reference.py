@@ -13,7 +13,8 @@ import pytest
 from workerless_gevent.commands import reference
 from workerless_gevent.config.building import build_config
 from workerless_gevent.config.cron import PeriodicConfig, PeriodicTask
-from workerless_gevent.config.descriptions import KEYS, NOT_KEYS, Choices, Key, Range
+from workerless_gevent.config.descriptions import KEYS, NOT_KEYS
+from workerless_gevent.config.keys import Choices, Key, Range
 from workerless_gevent.config.fleet import FleetConfig
 from workerless_gevent.config.idempotency import IdempotencyConfig
 from workerless_gevent.config.loading import OPTION_NAMES

@@ -10,7 +10,8 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..config.loading import SCALAR_OPTIONS, SPECIAL_OPTIONS
+from ..config import keys
+from ..config.descriptions import KEYS
 from ..config.reference import render_configuration
 from ..metrics import COUNTERS, OVERALL_COUNTERS
 from ..observability.prometheus import COUNTER_HELP, snake_case
@@ -129,19 +130,18 @@ def option_name(option: Option) -> str:
     return option.long[2:].replace("-", "_")
 
 
+def keys_set_by(option: Option) -> list[str]:
+    return [key.key for key in KEYS if key.option == option_name(option)]
+
+
 def variable_of(option: Option) -> str:
     if option.long == "--config":
         return "`WORKERLESS_CONFIG`"
-    return f"`WORKERLESS_{option_name(option).upper()}`" if option_name(option) in SCALAR_OPTIONS or \
-        option_name(option) in SPECIAL_OPTIONS else ""
+    return f"`{keys.variable_of(option_name(option))}`" if keys_set_by(option) else ""
 
 
 def config_key_of(option: Option) -> str:
-    keys = {"queues": ("queues[].name", "queues[].weight"), "http": ("targets.<name>.url",),
-            "function": ("targets.<name>.function",)}.get(option_name(option))
-    if keys is None and option_name(option) in SCALAR_OPTIONS:
-        keys = (".".join(SCALAR_OPTIONS[option_name(option)][0]),)
-    return ", ".join(f"[`{key}`](configuration.md#{slug(key)})" for key in keys or ())
+    return ", ".join(f"[`{key}`](configuration.md#{slug(key)})" for key in keys_set_by(option))
 
 
 def slug(key: str) -> str:

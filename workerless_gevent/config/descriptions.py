@@ -1,39 +1,14 @@
-"""One description per configuration key, beside the dataclass field it fills and the rule `building.py`
-enforces, written declaratively so the reference can be generated and tests can hold both to the code."""
+"""Every configuration key's facts, the one place each is written: building reads its default, range and
+choices from here, loading its variable and flag, the reference page and the tests all the rest."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from .cron import PeriodicConfig, PeriodicTask
-from .fleet import FleetConfig
-from .idempotency import STORE_FAILURES, IdempotencyConfig
-from .model import (LOG_LEVELS, STRATEGIES, AwsConfig, Config, HttpTargetConfig, LambdaTargetConfig, PollingConfig,
-                    QueueConfig, TracingConfig)
-
-
-@dataclass(frozen=True, slots=True)
-class Range:
-    """An integer or number from `low` to `high` (no upper bound when None), as `schema.Table` checks it."""
-    low: float
-    high: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Choices:
-    values: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Key:
-    """`key` is spelt as errors spell it, with `[]` for any list item and `<name>` for any target's name."""
-    key: str
-    owner: type
-    field: str
-    description: str
-    rule: Range | Choices | None = None
-    allowed: str = ""  # the rule in words, where it is neither a range nor a list of choices
-    example: object = None  # a value building.py accepts, where the rule gives none
+from .fleet import FLEET_NAME_LENGTH, FleetConfig
+from .idempotency import IdempotencyConfig
+from .keys import Choices, Key, Range
+from .model import AwsConfig, Config, HttpTargetConfig, LambdaTargetConfig, PollingConfig, QueueConfig, TracingConfig
 
 
 def flow_keys(owner: type, overload: str) -> tuple[Key, ...]:
@@ -52,43 +27,52 @@ def flow_keys(owner: type, overload: str) -> tuple[Key, ...]:
     )
 
 
+WINDOW_BATCH_SIZE = 10000  # a Lambda target's records per invocation at most with a batching window, as Lambda's
 QUEUE_NAME_RULE = "1-80 letters, digits, `-` or `_` (plus `.fifo`)"
 TABLE_NAME_RULE = "a DynamoDB table name: 3-255 letters, digits, `_`, `-` or `.`"
 
 KEYS: tuple[Key, ...] = (
     Key("name", Config, "name", "Turns CloudWatch metrics on, in the namespace `Workerless-<name>`. Unset: no "
         "CloudWatch metrics.", allowed="letters, digits and `. - _ / #`, up to 200, not starting with `AWS/`",
-        example="my-app-production"),
+        example="my-app-production", option="name"),
     Key("concurrency", Config, "concurrency", "Deliveries in flight at most, across all queues (Beanstalk: HTTP "
-        "connections).", Range(1, 10000)),
+        "connections).", Range(1, 10000), option="concurrency"),
     Key("shutdown_timeout", Config, "shutdown_timeout", "Seconds from SIGTERM to exit, whatever is stalled (and 1 s "
         "more for the process to end): the deliveries in flight get all but the last 3 s (a quarter, under 12), "
         "then what is left is released back to SQS and the last deletes, metrics and spans go out. Keep it at "
-        "least 2 s below the platform's SIGKILL (28 for 30 s).", Range(0, 3600)),
+        "least 2 s below the platform's SIGKILL (28 for 30 s).", Range(0, 3600), option="shutdown_timeout"),
     Key("log_format", Config, "log_format", "`json` writes one JSON object per line, with each record's fields.",
-        Choices(("text", "json"))),
-    Key("log_level", Config, "log_level", "The lowest level logged.", Choices(LOG_LEVELS)),
+        Choices(("text", "json")), option="log_format"),
+    Key("log_level", Config, "log_level", "The lowest level logged.",
+        Choices(("DEBUG", "INFO", "WARNING", "ERROR")), option="log_level"),
     Key("drain", Config, "drain", "Exit 0 once every queue came back empty from a long poll and nothing is in "
-        "flight.", allowed="true or false", example=True),
-    Key("max_messages", Config, "max_messages", "Exit after this many deliveries. Unset: no limit.", Range(1)),
+        "flight.", allowed="true or false", example=True, option="drain"),
+    Key("max_messages", Config, "max_messages", "Exit after this many deliveries. Unset: no limit.", Range(1),
+        option="max_messages"),
     Key("metrics.interval", Config, "metrics_interval", "Seconds between CloudWatch flushes; also the window "
-        "`Utilization` is averaged over and how often each queue's `Backlog` is read.", Range(1, 86400)),
+        "`Utilization` is averaged over and how often each queue's `Backlog` is read.", Range(1, 86400),
+        option="metrics_interval"),
     Key("status.listen", Config, "status_listen", "Serve `/healthz`, `/readyz`, `/metrics`, `/status` and the "
         "status page here. A bare port stays on loopback. Unset: no status server.",
-        allowed="`HOST:PORT` or `PORT`", example="127.0.0.1:9100"),
+        allowed="`HOST:PORT` or `PORT`", example="127.0.0.1:9100", option="status"),
     Key("status.unready_after", Config, "unready_after", "`/readyz` answers 503 once a queue's receives have "
         "failed for this many seconds.", Range(1, 86400)),
     Key("polling.strategy", PollingConfig, "strategy", "The order queues are served in: strict priority (the "
-        "order of `[[queues]]`), weighted by `weight`, random, or round-robin.", Choices(STRATEGIES)),
+        "order of `[[queues]]`), weighted by `weight`, random, or round-robin.",
+        Choices(("priority", "weighted", "random", "round-robin")), option="strategy"),
     Key("polling.poll_for", PollingConfig, "poll_for", "Long-poll seconds while a queue is empty: one request per "
-        "idle queue per `poll_for`; an idle stop takes up to this long.", Range(1, 20)),
-    Key("polling.sleep", PollingConfig, "sleep", "Seconds to pause after an empty long poll.", Range(0, 3600)),
-    Key("polling.batch_size", PollingConfig, "batch_size", "Messages per `ReceiveMessage`.", Range(1, 10)),
+        "idle queue per `poll_for`; an idle stop takes up to this long.", Range(1, 20), option="poll_for"),
+    Key("polling.sleep", PollingConfig, "sleep", "Seconds to pause after an empty long poll.", Range(0, 3600),
+        option="sleep"),
+    Key("polling.batch_size", PollingConfig, "batch_size", "Messages per `ReceiveMessage`.", Range(1, 10),
+        option="batch_size"),
     Key("queues[].name", QueueConfig, "name", "The queue's name. Required unless `url` is given (then its last "
-        "path segment). Queues are listed in priority order.", allowed=QUEUE_NAME_RULE, example="payments"),
+        "path segment). Queues are listed in priority order.", allowed=QUEUE_NAME_RULE, example="payments",
+        option="queues"),
     Key("queues[].url", QueueConfig, "url", "The queue's URL, instead of resolving `name` with `GetQueueUrl`.",
         allowed="an http(s) queue URL", example="https://sqs.eu-west-1.amazonaws.com/123456789012/payments"),
-    Key("queues[].weight", QueueConfig, "weight", "Weight for the `weighted` strategy.", Range(1, 1000)),
+    Key("queues[].weight", QueueConfig, "weight", "Weight for the `weighted` strategy.", Range(1, 1000),
+        option="queues"),
     Key("queues[].target", QueueConfig, "target", "The `[targets.<name>]` this queue delivers to.",
         allowed="a name defined in `[targets]`", example="default"),
     Key("queues[].visibility_timeout", QueueConfig, "visibility_timeout", "Seconds a received message stays "
@@ -127,7 +111,7 @@ KEYS: tuple[Key, ...] = (
         "`beanstalk.sqsd.path` message attribute replaces the path when `batch_size` is 1. An IP address is "
         "connected to as written; a host name is looked up for a new connection at most every 5 s, and again after "
         "a failed one. Required.",
-        allowed="an `http://` or `https://` URL with a host", example="http://127.0.0.1:8080/"),
+        allowed="an `http://` or `https://` URL with a host", example="http://127.0.0.1:8080/", option="http"),
     Key("targets.<name>.content_type", HttpTargetConfig, "content_type", "The `Content-Type` of every POST "
         "of one message (Beanstalk: MIME type); a batch is `application/json`.", allowed="a non-empty string",
         example="application/json"),
@@ -161,11 +145,11 @@ KEYS: tuple[Key, ...] = (
         "one `Invoke` with Lambda's own SQS event.", Choices(("http", "lambda"))),
     Key("targets.<name>.function", LambdaTargetConfig, "function", "The function's name or ARN. Required, "
         "unless `endpoint_url` is set: then `function`, the name the emulator in AWS's Lambda images serves.",
-        allowed="a non-empty string", example="billing-fn"),
+        allowed="a non-empty string", example="billing-fn", option="function"),
     Key("targets.<name>.qualifier", LambdaTargetConfig, "qualifier", "An alias or version to invoke.",
         allowed="a non-empty string", example="live"),
     Key("targets.<name>.batch_size", LambdaTargetConfig, "batch_size", "Records per invocation (never over 6 MB); "
-        "up to 10000 with `max_batching_window` > 0 (not on FIFO queues).", Range(1, 10)),
+        f"up to {WINDOW_BATCH_SIZE} with `max_batching_window` > 0 (not on FIFO queues).", Range(1, 10)),
     Key("targets.<name>.timeout", LambdaTargetConfig, "timeout", "Seconds an invocation may take.", Range(1, 900)),
     Key("targets.<name>.max_batching_window", LambdaTargetConfig, "max_batching_window", "Seconds to wait to fill "
         "`batch_size` records from several receives of one queue (not on FIFO queues).", Range(0, 300)),
@@ -207,7 +191,7 @@ KEYS: tuple[Key, ...] = (
     Key("fleet.table", FleetConfig, "table", "DynamoDB table (key `slot`) the fleet-wide limits live in; created "
         "if missing. Required.", allowed=TABLE_NAME_RULE, example="workerless-fleet"),
     Key("fleet.name", FleetConfig, "name", "Daemons with the same table and name share the limits. Required.",
-        allowed="1-100 printable characters", example="orders"),
+        allowed=f"1-{FLEET_NAME_LENGTH} printable characters", example="orders"),
     Key("fleet.lease", FleetConfig, "lease", "Seconds a daemon's share lives without renewal: about 3 writes per "
         "lease per limit while busy.", Range(3, 120)),
     Key("idempotency.table", IdempotencyConfig, "table", "DynamoDB table (key `slot`) of the claims of idempotent "
@@ -218,7 +202,7 @@ KEYS: tuple[Key, ...] = (
         Range(60, 31_536_000)),
     Key("idempotency.on_store_failure", IdempotencyConfig, "on_store_failure", "While DynamoDB fails: `hold` "
         "delivers nothing under a key; `deliver` falls back to at least once, with a WARNING.",
-        Choices(STORE_FAILURES)),
+        Choices(("hold", "deliver"))),
     Key("idempotency.validate_payload", IdempotencyConfig, "validate_payload", "Remember a SHA-256 of each "
         "success's payload (the body, or the notification inside with `sns = \"unwrap\"`): a copy of a completed "
         "key with another payload is not deleted as a duplicate but fails as `IdempotencyKeyReused` (retried and "
@@ -242,3 +226,8 @@ NOT_KEYS: dict[tuple[type, str], str] = {
     (TracingConfig, "max_export_batch_size"): "`OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (default 512 spans)",
     (TracingConfig, "schedule_delay_seconds"): "`OTEL_BSP_SCHEDULE_DELAY` in milliseconds (default 5000)",
 }
+
+
+def keys_of(owner: type) -> dict[str, Key]:
+    """The keys that fill `owner`'s fields, by field: what building reads each with."""
+    return {key.field: key for key in KEYS if key.owner is owner}

@@ -6,26 +6,28 @@ import re
 import urllib.parse
 from typing import Any
 
+from .descriptions import WINDOW_BATCH_SIZE, keys_of
 from .model import LambdaTargetConfig
 from .schema import Table
 
 EMULATOR_FUNCTION = "function"  # the one name the Runtime Interface Emulator always serves
 ENDPOINT_URL = re.compile(r"https?://[^/?#\s@]+(/[^?#\s]*)?")
+LAMBDA = keys_of(LambdaTargetConfig)
 
 
 def read_lambda_target(table: Table, name: str, flow: dict[str, Any]) -> LambdaTargetConfig:
     """`flow`: the flow-control keys every target has, read by the caller."""
-    window = table.number("max_batching_window", 0, 0, 300)
+    window = table.number(LAMBDA["max_batching_window"])
     endpoint_url = read_endpoint_url(table)
     if endpoint_url is not None and flow["max_concurrency"] is None:
         flow = {**flow, "max_concurrency": 1}  # the emulator runs one invocation at a time: see read_endpoint_url
     return LambdaTargetConfig(
         name=name,
-        function=table.string("function", EMULATOR_FUNCTION if endpoint_url is not None else None),
-        qualifier=table.optional_string("qualifier"),
+        function=table.string(LAMBDA["function"], EMULATOR_FUNCTION if endpoint_url is not None else None),
+        qualifier=table.optional_string(LAMBDA["qualifier"]),
         max_batching_window=window,
-        batch_size=table.integer("batch_size", 10, 1, 10000 if window else 10),
-        timeout=table.integer("timeout", 900, 1, 900),
+        batch_size=table.integer(LAMBDA["batch_size"].up_to(WINDOW_BATCH_SIZE) if window else LAMBDA["batch_size"]),
+        timeout=table.integer(LAMBDA["timeout"]),
         endpoint_url=endpoint_url,
         **flow,
     )
@@ -36,7 +38,7 @@ def read_endpoint_url(table: Table) -> str | None:
     daemon's /2015-03-31/functions/<function>/invocations. The emulator in AWS's Lambda images runs one
     invocation at a time, and one more sent meanwhile crashes it (aws-lambda-rie of aws-sam-cli 1.170.0 panics
     on ReserveFailed: AlreadyReserved), hence `max_concurrency = 1` unless the table sets it."""
-    url = table.optional_string("endpoint_url")
+    url = table.optional_string(LAMBDA["endpoint_url"])
     if url is None:
         return None
     if not ENDPOINT_URL.fullmatch(url) or not has_host_and_port(url):

@@ -10,25 +10,15 @@ from typing import Any
 from ..errors import ConfigError
 from .headers import resolve_headers
 from .building import build_config
+from .descriptions import KEYS
+from .keys import flag_of, variable_of
 from .model import Config, HttpTargetConfig
 
-# option name -> (path in the document, type of its value)
+SPECIAL_OPTIONS = ("queues", "function", "http")  # each sets several keys (descriptions.KEYS says which)
+# option name -> (path in the document, type of its value), for the options that set one key each
 SCALAR_OPTIONS: dict[str, tuple[tuple[str, ...], type]] = {
-    "name": (("name",), str),
-    "concurrency": (("concurrency",), int),
-    "shutdown_timeout": (("shutdown_timeout",), int),
-    "poll_for": (("polling", "poll_for"), int),
-    "sleep": (("polling", "sleep"), float),
-    "strategy": (("polling", "strategy"), str),
-    "batch_size": (("polling", "batch_size"), int),
-    "metrics_interval": (("metrics", "interval"), int),
-    "status": (("status", "listen"), str),
-    "log_format": (("log_format",), str),
-    "log_level": (("log_level",), str),
-    "drain": (("drain",), bool),
-    "max_messages": (("max_messages",), int),
-}
-SPECIAL_OPTIONS = ("queues", "function", "http")
+    key.option: (tuple(key.key.split(".")), key.value_type) for key in KEYS
+    if key.option and key.option not in SPECIAL_OPTIONS}
 OPTION_NAMES = tuple(SCALAR_OPTIONS) + SPECIAL_OPTIONS
 
 
@@ -40,9 +30,9 @@ def load_config(path: str | None, env: Mapping[str, str], flags: Mapping[str, ob
     document = read_toml(path) if path else {}
     source = path or "command line"
     origins: dict[str, str] = {}
-    settings: list[tuple[str, object, str]] = [(option, env["WORKERLESS_" + option.upper()], "WORKERLESS_" + option.upper())
-                for option in OPTION_NAMES if "WORKERLESS_" + option.upper() in env]
-    settings += [(option, value, "--" + option.replace("_", "-"))
+    settings: list[tuple[str, object, str]] = [(option, env[variable_of(option)], variable_of(option))
+                                               for option in OPTION_NAMES if variable_of(option) in env]
+    settings += [(option, value, flag_of(option))
                  for option, value in flags.items() if value is not None and value is not False]
     reject_conflicting_targets(settings)
     # --queues implies a strategy, so it goes first and an explicit strategy still wins.

@@ -13,10 +13,10 @@ from .cron import PeriodicConfig
 from .fleet import FleetConfig
 from .idempotency import IdempotencyConfig
 
-STRATEGIES = ("priority", "weighted", "random", "round-robin")
 QUEUE_NAME = re.compile(r"(?=.{1,80}\Z)[A-Za-z0-9_-]+(\.fifo)?\Z")
 METRICS_NAME = re.compile(r"[A-Za-z0-9._\-/#]{1,200}\Z")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")  # DynamoDB's rule
+TABLE_NAME_PROBLEM = "must be 3-255 letters, digits, _ - or . (a DynamoDB table name)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,5 +1,5 @@
-"""The configuration reference page, generated from the dataclasses (types, defaults), `descriptions.KEYS`
-(what each key does and its rule) and `loading.SCALAR_OPTIONS` (variables and flags), so it cannot drift.
+"""The configuration reference page, generated from `descriptions.KEYS` (each key's type and default through
+its dataclass field, its rule, what it does, its variable and flag), the table building reads, so it cannot drift.
 `python -m workerless_gevent.commands.reference configuration` prints it, as the docs site builds it."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Collection, Iterator
 
 from .changes import RESTART_ONLY
 from .cron import PeriodicConfig, PeriodicTask
-from .descriptions import KEYS, NOT_KEYS, Choices, Key, Range
+from .descriptions import KEYS, NOT_KEYS
 from .fleet import FleetConfig
 from .idempotency import IdempotencyConfig
-from .loading import SCALAR_OPTIONS
+from .keys import Choices, Key, Range, flag_of, variable_of
 from .model import AwsConfig, Config, HttpTargetConfig, LambdaTargetConfig, PollingConfig, QueueConfig, TracingConfig
 
 # (heading, owner, key prefix, what the table is)
@@ -90,28 +90,20 @@ def key_lines(key: Key, flags: Collection[str]) -> Iterator[str]:
     yield " · ".join(facts)
 
 
-def field_of(key: Key) -> dataclasses.Field[object]:
-    return next(field for field in dataclasses.fields(key.owner) if field.name == key.field)
-
-
 def type_of(key: Key) -> str:
-    annotation = str(field_of(key).type)
     for start, name in (("bool", "boolean"), ("int", "integer"), ("float", "number"), ("tuple[Pattern", "string or "
                         "list of strings"), ("Mapping", "table"), ("tuple[PeriodicTask", "list of tables")):
-        if annotation.startswith(start):
+        if key.annotation.startswith(start):
             return name
     return "string"
 
 
 def default_of(key: Key) -> str:
-    field = field_of(key)
-    if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+    if key.is_required:
         return "required"
-    if key.key.endswith(".type"):
-        return "required"
-    if field.default_factory is not dataclasses.MISSING:
+    if key.dataclass_field.default_factory is not dataclasses.MISSING:
         return "none"
-    return "unset" if field.default is None else f"`{toml_value(field.default)}`"
+    return "unset" if key.default is None else f"`{toml_value(key.default)}`"
 
 
 def allowed_of(key: Key) -> str:
@@ -124,22 +116,15 @@ def allowed_of(key: Key) -> str:
 
 
 def overrides_of(key: Key, flags: Collection[str]) -> str:
-    """The variables and flags that set the key; --queues and the two target flags set several at once."""
-    path = tuple(key.key.split("."))
-    options = [option for option, (option_path, _) in SCALAR_OPTIONS.items() if option_path == path]
-    if key.key in ("queues[].name", "queues[].weight"):
-        options.append("queues")
-    if key.key == "targets.<name>.url":
-        options.append("http")
-    if key.key == "targets.<name>.function":
-        options.append("function")
-    texts = [f"`WORKERLESS_{option.upper()}`" + (f", `{flag}`" if flag in flags else "")
-             for option in options for flag in ["--" + option.replace("_", "-")]]
-    if "queues" in options:
-        texts[-1] += " (`NAME[:WEIGHT],...`)"
-    if "http" in options or "function" in options:
-        texts[-1] += " (the `default` target)"
-    return "; ".join(texts)
+    """The variable and flag that set the key; --queues and the two target flags set several keys at once."""
+    if not key.option:
+        return ""
+    text = f"`{variable_of(key.option)}`" + (f", `{flag_of(key.option)}`" if flag_of(key.option) in flags else "")
+    if key.option == "queues":
+        text += " (`NAME[:WEIGHT],...`)"
+    if key.option in ("http", "function"):
+        text += " (the `default` target)"
+    return text
 
 
 def toml_value(value: object) -> str:

@@ -1,12 +1,15 @@
-"""Typed, range-checked reads from one TOML table, with errors that name file and key."""
+"""Typed, range-checked reads from one TOML table, each by its `keys.Key` (default, range, choices), with
+errors that name file and key."""
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError
+from .keys import Key
 
 
 class Table:
@@ -47,46 +50,64 @@ class Table:
             raise self.fail(name, "must be a list of tables", items)
         return [Table(item, f"{self.key(name)}[{i}]", self.source, self.origins) for i, item in enumerate(items)]
 
-    def integer(self, name: str, default: int, low: int, high: int | None = None) -> int:
-        value = self.raw(name, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-            raise self.fail(name, _range_text("an integer", low, high), value)
+    def fields(self, keys: Mapping[str, Key], *fields: str) -> dict[str, Any]:
+        """The keys of these dataclass fields, in this order, each read as its field's type says."""
+        return {field: self.read(keys[field]) for field in fields}
+
+    def read(self, key: Key) -> Any:
+        """The key's value as its field's type says; an absent key of a field that may be None reads as None."""
+        if key.annotation.endswith("| None") and self.data.get(key.name) is None:
+            self.unread.discard(key.name)
+            return None
+        kind = key.value_type
+        if kind is bool:
+            return self.boolean(key)
+        if kind is int:
+            return self.integer(key)
+        return self.number(key) if kind is float else self.string(key)
+
+    def integer(self, key: Key) -> int:
+        value = self.raw(key.name, key.default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < key.low or \
+                (key.high is not None and value > key.high):
+            raise self.fail(key.name, _range_text("an integer", key.low, key.high), value)
         return value
 
-    def optional_integer(self, name: str, low: int, high: int | None = None) -> int | None:
-        if self.data.get(name) is None:
-            self.unread.discard(name)
-            return None
-        return self.integer(name, low, low, high)
-
-    def number(self, name: str, default: float, low: float, high: float | None = None) -> float:
-        value = self.raw(name, default)
+    def number(self, key: Key) -> float:
+        value = self.raw(key.name, key.default)
         is_number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not is_number or value < low or (high is not None and value > high):
-            raise self.fail(name, _range_text("a number", low, high), value)
+        if not is_number or value < key.low or (key.high is not None and value > key.high):
+            raise self.fail(key.name, _range_text("a number", key.low, key.high), value)
         return float(value)
 
-    def boolean(self, name: str, default: bool) -> bool:
-        value = self.raw(name, default)
+    def boolean(self, key: Key) -> bool:
+        value = self.raw(key.name, key.default)
         if not isinstance(value, bool):
-            raise self.fail(name, "must be true or false", value)
+            raise self.fail(key.name, "must be true or false", value)
         return value
 
-    def string(self, name: str, default: str | None = None, choices: tuple[str, ...] = ()) -> str:
-        value = self.raw(name, default)
+    def string(self, key: Key, default: str | None = None) -> str:
+        """`default`: where the table itself gives one to a required key (a queue's name from its url)."""
+        value = self.raw(key.name, key.default if default is None else default)
         if value is None:
-            raise self.fail(name, "is required")
+            raise self.fail(key.name, "is required")
         if not isinstance(value, str) or not value:
-            raise self.fail(name, "must be a non-empty string", value)
-        if choices and value not in choices:
-            raise self.fail(name, "must be one of " + ", ".join(choices), value)
+            raise self.fail(key.name, "must be a non-empty string", value)
+        if key.choices and value not in key.choices:
+            raise self.fail(key.name, "must be one of " + ", ".join(key.choices), value)
         return value
 
-    def optional_string(self, name: str) -> str | None:
-        if self.data.get(name) is None:
-            self.unread.discard(name)
+    def optional_string(self, key: Key) -> str | None:
+        if self.data.get(key.name) is None:
+            self.unread.discard(key.name)
             return None
-        return self.string(name)
+        return self.string(key)
+
+    def file_path(self, file: str) -> str:
+        """A file the configuration names, relative to its file's directory (to the working directory without one)."""
+        if os.path.isabs(file) or self.source == "command line":
+            return file
+        return os.path.join(os.path.dirname(self.source), file)
 
     def finish(self) -> None:
         if self.unread:

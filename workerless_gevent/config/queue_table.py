@@ -1,0 +1,72 @@
+"""The [[queues]] tables read into `QueueConfig`s: one per queue, in priority order, names unique."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ConfigError
+from ..filtering import FilterError, Pattern, parse_filters
+from .descriptions import QUEUE_NAME_RULE, keys_of
+from .idempotency_table import read_key
+from .model import QUEUE_NAME, QueueConfig
+from .schema import Table
+
+QUEUE = keys_of(QueueConfig)
+NAME_PROBLEM = "must be " + QUEUE_NAME_RULE.replace("`", "")  # "must be 1-80 letters, digits, - or _ (plus .fifo)"
+
+
+def read_queues(top: Table) -> tuple[QueueConfig, ...]:
+    if not top.has("queues"):
+        raise ConfigError(top.source, "queues", "at least one queue is required (a [[queues]] table or --queues)")
+    tables = top.tables("queues")
+    if not tables:
+        raise top.fail("queues", "at least one queue is required", [])
+    queues = tuple(read_queue(table) for table in tables)
+    seen: set[str] = set()
+    for table, queue in zip(tables, queues):
+        if queue.name in seen:
+            raise table.fail("name", "duplicate queue", queue.name)
+        seen.add(queue.name)
+    return queues
+
+
+def read_queue(table: Table) -> QueueConfig:
+    url = table.optional_string(QUEUE["url"])
+    if url is not None and not re.fullmatch(r"https?://[^/\s]+/\S+", url):
+        raise table.fail("url", "must be an http(s) queue URL", url)
+    default_name = url.rstrip("/").rsplit("/", 1)[-1] if url else None
+    name = table.string(QUEUE["name"], default_name)
+    if not QUEUE_NAME.match(name):
+        raise table.fail("name", NAME_PROBLEM, name)
+    queue = QueueConfig(
+        name=name,
+        url=url,
+        **table.fields(QUEUE, "visibility_timeout", "weight", "target", "error_visibility_timeout", "backoff",
+                       "max_retries", "dead_letter_queue", "retention_period", "max_concurrency",
+                       "fleet_max_concurrency"),
+        filter=read_filter(table),
+        **table.fields(QUEUE, "sns", "large_payloads", "delete_payloads"),
+        idempotency_key=read_key(table, name.endswith(".fifo")),
+    )
+    if queue.delete_payloads and not queue.large_payloads:
+        raise table.fail("delete_payloads", "needs large_payloads = true", True)
+    if queue.dead_letter_queue is not None and not QUEUE_NAME.match(queue.dead_letter_queue):
+        raise table.fail("dead_letter_queue", NAME_PROBLEM, queue.dead_letter_queue)
+    if queue.dead_letter_queue == name:
+        raise table.fail("dead_letter_queue", "must differ from the queue itself", name)
+    table.finish()
+    return queue
+
+
+def read_filter(table: Table) -> tuple[Pattern, ...]:
+    """One pattern or a list of up to 5 (any may match), each a JSON string as Lambda takes it."""
+    raw = table.raw("filter")
+    if raw is None:
+        return ()
+    texts = raw if isinstance(raw, list) else [raw]
+    if not texts or len(texts) > 5 or not all(isinstance(text, str) for text in texts):
+        raise table.fail("filter", "must be a JSON pattern string or a list of 1 to 5 of them", raw)
+    try:
+        return parse_filters(texts)
+    except FilterError as error:
+        raise table.fail("filter", str(error), raw) from None
