@@ -10,7 +10,7 @@ import pytest
 from tests.unit.sqs_messages import make_message
 from workerless_gevent.config.idempotency import KeySpec, parse_key
 from workerless_gevent.idempotency.keys import MAX_KEY_BYTES, item_key, key_of, payload_digest, shown_key
-from workerless_gevent.idempotency.store import Claim, Verdict, against_payload
+from workerless_gevent.idempotency.store import Claim, Verdict, VerdictKind, against_payload
 from workerless_gevent.rules import short_key
 
 
@@ -144,12 +144,12 @@ def test_an_s3_pointer_the_daemon_fetches_has_no_digest() -> None:
 
 
 @pytest.mark.parametrize(("ours", "kept", "kind"), [
-    ("aa", "aa", "completed"),
-    ("aa", "bb", "reused"),
-    ("aa", "", "completed"),  # written without validate_payload: nothing to compare
-    (None, "bb", "completed"),  # this copy is not validated
+    ("aa", "aa", VerdictKind.COMPLETED),
+    ("aa", "bb", VerdictKind.REUSED),
+    ("aa", "", VerdictKind.COMPLETED),  # written without validate_payload: nothing to compare
+    (None, "bb", VerdictKind.COMPLETED),  # this copy is not validated
 ])
-def test_a_completed_key_with_another_payload_is_reused(ours: str | None, kept: str, kind: str) -> None:
-    verdict = against_payload(Claim("s", "t", 0, ours), Verdict("completed", payload_hash=kept))
-    assert verdict.kind == kind
-    assert against_payload(Claim("s", "t", 0, "aa"), Verdict("busy", 3.0)) == Verdict("busy", 3.0)
+def test_a_completed_key_with_another_payload_is_reused(ours: str | None, kept: str, kind: VerdictKind) -> None:
+    verdict = against_payload(Claim("s", "t", 0, ours), Verdict(VerdictKind.COMPLETED, payload_hash=kept))
+    assert verdict.kind is kind
+    assert against_payload(Claim("s", "t", 0, "aa"), Verdict(VerdictKind.BUSY, 3.0)) == Verdict(VerdictKind.BUSY, 3.0)

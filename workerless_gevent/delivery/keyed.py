@@ -1,31 +1,62 @@
 """The settler's side of idempotent delivery at receive: what each keyed message of a receive becomes (delivered,
 deleted as a duplicate, failed as a reused key, hidden behind another claim or a hold, left to lapse), with a
-FIFO group's order kept whatever its messages' keys."""
+FIFO group's order kept whatever its messages' keys. `DeliveryGuard` is what the settler asks of idempotency."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
-from ..idempotency.guard import Idempotency
+from ..idempotency.admission import Admission
 from ..idempotency.keys import shown_key
 from ..logs import fields
 from ..message import Message
+from ..metrics import Registry
 from ..targets import Outcome
 from .queue import SqsQueue
-
-if TYPE_CHECKING:
-    from .outcomes import Settler
 
 logger = logging.getLogger(__name__)
 
 
-def sort_out(settler: Settler, queue: SqsQueue, messages: list[Message], idempotency: Idempotency) -> list[Message]:
+class DeliveryGuard(Protocol):
+    """What the settler asks of idempotent delivery (`idempotency.guard.Idempotency`): claims on a receive's
+    keys, then each claim completed (after a success) or given up (before the message is visible again)."""
+
+    def has_key(self, queue: str) -> bool: ...
+
+    def claim(self, queue: str, messages: list[Message]) -> Admission: ...
+
+    def is_claimed(self, message: Message) -> bool: ...
+
+    def complete(self, message: Message, delete: Callable[[], None]) -> None: ...
+
+    def give_up(self, messages: list[Message]) -> None: ...
+
+
+class Actions(Protocol):
+    """What sorting a receive out asks of the settler (`outcomes.Settler`): its counts, and each message's
+    last action."""
+
+    registry: Registry
+
+    def delete(self, queue: SqsQueue, message: Message) -> None: ...
+
+    def change_visibility(self, queue: SqsQueue, message: Message, seconds: int) -> None: ...
+
+    def fail(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> tuple[str, int]: ...
+
+    def release(self, messages: list[Message]) -> None: ...
+
+    def note_undelivered(self, message: Message) -> None: ...
+
+
+def sort_out(settler: Actions, queue: SqsQueue, messages: list[Message], guard: DeliveryGuard) -> list[Message]:
     """Keyed messages: those whose claim is ours are delivered, copies of a success deleted in place, copies
     of a key held elsewhere (or every keyed one while the table fails, holding) hidden until they may be
     claimed. On a FIFO queue, what follows a hidden message in its group is released, not delivered ahead
     of it. Returns the messages to deliver, in the receive's order."""
-    admission = idempotency.admit(queue.name, messages)
+    admission = guard.claim(queue.name, messages)
     if admission.missing:
         settler.registry.count(queue.name, "IdempotencyKeyMissing", admission.missing)
     for message in admission.duplicates:
@@ -45,7 +76,7 @@ def sort_out(settler: Settler, queue: SqsQueue, messages: list[Message], idempot
         settler.note_undelivered(message)
         settler.change_visibility(queue, message, seconds)
     if admission.lapsed:
-        let_lapse(settler, queue, admission.lapsed, idempotency)
+        let_lapse(settler, queue, admission.lapsed, guard)
     deliver, behind = split_behind(messages, admission.deliver, [message for message, _ in admission.later]
                                    + admission.reused + admission.lapsed)
     if behind:
@@ -53,7 +84,7 @@ def sort_out(settler: Settler, queue: SqsQueue, messages: list[Message], idempot
     return deliver
 
 
-def let_lapse(settler: Settler, queue: SqsQueue, messages: list[Message], idempotency: Idempotency) -> None:
+def let_lapse(settler: Actions, queue: SqsQueue, messages: list[Message], guard: DeliveryGuard) -> None:
     """Claims that came back after their messages' visibility ended: SQS may have handed a message out again,
     so this receipt is left alone (no delete, no visibility change) and its claim given up at once."""
     for message in messages:
@@ -62,21 +93,17 @@ def let_lapse(settler: Settler, queue: SqsQueue, messages: list[Message], idempo
                        shown_key(message), extra=fields(queue=queue.name, message_id=message.message_id))
         settler.note_undelivered(message)
         message.settled = True
-    idempotency.give_up(messages)
+    guard.give_up(messages)
 
 
-def fail_reused(settler: Settler, queue: SqsQueue, messages: list[Message]) -> None:
+def fail_reused(settler: Actions, queue: SqsQueue, messages: list[Message]) -> None:
     """validate_payload: a copy of a completed key with another payload is a failed attempt that never
     reaches the target (the key's claim is not taken): retried or dead-lettered by the usual rules."""
     for message in messages:
         settler.registry.count(queue.name, "IdempotencyKeyConflicts")
-        outcome = Outcome.failure("IdempotencyKeyReused", f"key {shown_key(message)} already succeeded with "
-                                  "another payload; not delivered")
-        action, seconds = settler.decide(queue, message, outcome, queue.config.target)
-        if action == "dead-letter" and settler.dead_letter(queue, message, outcome):
-            settler.delete(queue, message)
-        else:
-            settler.change_visibility(queue, message, seconds)
+        settler.fail(queue, message, Outcome.failure("IdempotencyKeyReused", f"key {shown_key(message)} already "
+                                                     "succeeded with another payload; not delivered"),
+                     queue.config.target)
 
 
 def split_behind(received: list[Message], deliver: list[Message], hidden: list[Message]) -> tuple[list[Message],

@@ -12,28 +12,21 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-from collections import OrderedDict
 from collections.abc import Callable
 
-from ..errors import AWS_ERRORS, describe_error
 from ..filtering import matches_any
-from ..idempotency.guard import Idempotency
 from ..logs import fields
 from ..message import Message
 from ..metrics import OVERALL, Registry
-from ..rules import MAX_VISIBILITY_SECONDS, receipt_seconds_left
 from ..targets import Outcome, Result
-from .dead_letters import dead_letter_attributes
-from .keyed import sort_out
+from .dead_letters import dead_letter
+from .keyed import DeliveryGuard, sort_out
 from .leases import Leases
 from .poller import Work
 from .queue import SqsQueue
+from .retries import FREE_OVERLOADS, ReceiveCounts, retry_delay_seconds, within_receipt_limit
 
 logger = logging.getLogger(__name__)
-
-FREE_OVERLOADS = 10  # overloaded attempts of one message that do not count toward max_retries
-REMEMBERED_OVERLOADS = 100_000  # messages whose overloads are remembered, the least recent forgotten first
 
 
 # Frees a work's FIFO groups and its place under the caps (told whether the target was overloaded);
@@ -51,27 +44,26 @@ def finish_nothing(work: Work, failed_groups: set[str], overloaded: bool) -> lis
 class Settler:
     def __init__(self, queues: dict[str, SqsQueue], dead_letter_queues: dict[str, SqsQueue],
                  registry: Registry, leases: Leases, finish: Finish = finish_nothing,
-                 idempotency: Idempotency | None = None) -> None:
+                 idempotency: DeliveryGuard | None = None) -> None:
         self.queues = queues
         self.idempotency = idempotency  # claims around the deliveries of queues with an idempotency_key
         self.dead_letter_queues = dead_letter_queues
         self.registry = registry
         self.leases = leases
         self.finish = finish  # the poller's: frees FIFO groups, returns buffered messages behind a failure
-        self.overloads: OrderedDict[str, int] = OrderedDict()  # message id -> overloaded attempts
-        self.undelivered: OrderedDict[str, int] = OrderedDict()  # message id -> receives that did not deliver it
+        self.counts = ReceiveCounts()  # receives that do not count toward max_retries
         self.note: Note | None = None  # [tracing]: a retry or a dead letter, as an event on the delivery's span
 
     def admit(self, queue: SqsQueue, messages: list[Message]) -> list[Message]:
         """At receive: count, expire what is past its retention period, hold the rest. A bug on the way
         releases what it had not settled (visible again now) before it is raised."""
         try:
-            return self.admit_received(queue, messages)
+            return self.sort_received(queue, messages)
         except Exception:
             self.release([message for message in messages if not message.settled])
             raise
 
-    def admit_received(self, queue: SqsQueue, messages: list[Message]) -> list[Message]:
+    def sort_received(self, queue: SqsQueue, messages: list[Message]) -> list[Message]:
         if not messages:
             self.registry.count(queue.name, "EmptyReceives")
             return []
@@ -118,7 +110,7 @@ class Settler:
                         ] * len(work.messages)
         if self.idempotency is not None:  # one settle's claims given up together, not one message after another
             self.idempotency.give_up([message for message, outcome in zip(work.messages, outcomes)
-                                      if outcome.result is not Result.SUCCESS and message.claim is not None])
+                                      if outcome.result is not Result.SUCCESS])
         failed_groups: set[str] = set()
         overloaded = False
         for message, outcome in zip(work.messages, outcomes):
@@ -151,7 +143,7 @@ class Settler:
         self.leases.release(message)
         if outcome.result is Result.SUCCESS:  # most of them: nothing to decide
             self.registry.count(queue.name, "Succeeded")
-            if message.claim is not None and self.idempotency is not None:
+            if self.idempotency is not None and self.idempotency.is_claimed(message):
                 message.settled = True  # `completed` first, then the delete
                 self.idempotency.complete(message, lambda: queue.delete(message))
             else:
@@ -161,13 +153,7 @@ class Settler:
             self.note_undelivered(message)
             self.change_visibility(queue, message, 0)
             return
-        action, seconds = self.decide(queue, message, outcome, target)
-        if action == "dead-letter" and not self.dead_letter(queue, message, outcome):
-            action = "retry"  # the copy is not safely there: keep the message, try again at its next failure
-        if action == "retry":
-            self.change_visibility(queue, message, seconds)
-        else:  # a dead-letter copy that is safely there
-            self.delete(queue, message)
+        action, seconds = self.fail(queue, message, outcome, target)
         if self.note is not None:
             detail: dict[str, str | int] = {"workerless.retry_in_seconds": seconds} if action == "retry" else \
                 {"workerless.dead_letter_queue": self.dead_letter_queues[queue.name].name}
@@ -178,16 +164,29 @@ class Settler:
                 logger.debug("queue=%s message=%s tracing's note failed", queue.name, message.message_id,
                              exc_info=True)
 
+    def fail(self, queue: SqsQueue, message: Message, outcome: Outcome, target: str) -> tuple[str, int]:
+        """A failed attempt (delivered or not): retried later, or dead-lettered once its copy is safely there.
+        Returns the action taken ("retry" | "dead-letter") and the seconds `decide` gave it."""
+        action, seconds = self.decide(queue, message, outcome, target)
+        if action == "dead-letter" and not dead_letter(queue, self.dead_letter_queues[queue.name], message, outcome,
+                                                      self.registry):
+            action = "retry"  # the copy is not safely there: keep the message, try again at its next failure
+        if action == "retry":
+            self.change_visibility(queue, message, seconds)
+        else:  # a dead-letter copy that is safely there
+            self.delete(queue, message)
+        return action, seconds
+
     def delete(self, queue: SqsQueue, message: Message) -> None:
         """The message's last action: from here its heartbeat stops."""
-        if message.claim is not None and self.idempotency is not None:  # dead-lettered: a redriven copy may claim
+        if self.idempotency is not None:  # dead-lettered: a redriven copy may claim
             self.idempotency.give_up([message])
         message.settled = True
         queue.delete(message)
 
     def change_visibility(self, queue: SqsQueue, message: Message, seconds: int) -> None:
         """The message's last action (a retry later, or a release now): from here its heartbeat stops."""
-        if message.claim is not None and self.idempotency is not None:  # its next receive may claim it at once
+        if self.idempotency is not None:  # its next receive may claim it at once
             self.idempotency.give_up([message])
         message.settled = True
         queue.change_visibility(message, seconds)
@@ -197,7 +196,7 @@ class Settler:
         visible again), counted and logged."""
         ids = {"queue": queue.name, "message_id": message.message_id, "target": target}
         if outcome.result is Result.RETRY or (outcome.result is Result.OVERLOADED
-                                              and self.note_overload(message) <= FREE_OVERLOADS):
+                                              and self.counts.note_overload(message) <= FREE_OVERLOADS):
             self.registry.count(queue.name, "Throttled")
             delay = outcome.retry_after_seconds
             seconds = int(math.ceil(delay if delay is not None else queue.config.error_visibility_timeout))
@@ -212,15 +211,9 @@ class Settler:
                        extra=fields(**ids, outcome="failure", error_type=outcome.error_type,
                                     receive_count=message.receive_count))
         seconds = within_receipt_limit(message, retry_delay_seconds(queue, message))
-        counted = (message.receive_count - min(FREE_OVERLOADS, self.overloads.get(message.message_id, 0))
-                   - self.undelivered.get(message.message_id, 0))
-        if queue.name in self.dead_letter_queues and counted >= queue.config.max_retries:
+        if queue.name in self.dead_letter_queues and self.counts.counted(message) >= queue.config.max_retries:
             return "dead-letter", seconds  # the seconds serve if the copy cannot be made
         return "retry", seconds
-
-    def note_overload(self, message: Message) -> int:
-        """One more overloaded attempt of this message; returns how many it has had (in this process)."""
-        return remember(self.overloads, message.message_id)
 
     def release(self, messages: list[Message]) -> None:
         """Received but never started (stopping, or behind a failed or hidden FIFO message): visible again now;
@@ -233,49 +226,5 @@ class Settler:
             self.change_visibility(self.queues[message.queue], message, 0)
 
     def note_undelivered(self, message: Message) -> None:
-        """A receive of this message that will not deliver it (held, deferred, released): SQS counts it in
-        ApproximateReceiveCount, max_retries must not (remembered in this process)."""
-        remember(self.undelivered, message.message_id)
-
-    def dead_letter(self, queue: SqsQueue, message: Message, outcome: Outcome) -> bool:
-        """Copy to the dead-letter queue; True once the copy is safely there (then the caller deletes)."""
-        dead_letter_queue = self.dead_letter_queues[queue.name]
-        extra = {"MessageGroupId": message.group_id or "workerless"} if dead_letter_queue.config.is_fifo else {}
-        if dead_letter_queue.config.is_fifo:
-            extra["MessageDeduplicationId"] = message.message_id
-        try:
-            dead_letter_queue.send(message.body, dead_letter_attributes(queue.name, message, outcome), **extra)
-        except AWS_ERRORS as error:
-            logger.error("queue=%s message=%s could not be dead-lettered to %s, will retry: %s",
-                         queue.name, message.message_id, dead_letter_queue.name, describe_error(error),
-                         extra=fields(queue=queue.name, message_id=message.message_id, dead_letter_queue=dead_letter_queue.name))
-            return False
-        self.registry.count(queue.name, "DeadLettered")
-        logger.warning("queue=%s message=%s dead-lettered to %s after %d receives",
-                       queue.name, message.message_id, dead_letter_queue.name, message.receive_count,
-                       extra=fields(queue=queue.name, message_id=message.message_id, outcome="dead-lettered",
-                                    dead_letter_queue=dead_letter_queue.name, receive_count=message.receive_count))
-        return True
-
-
-def remember(counts: OrderedDict[str, int], message_id: str) -> int:
-    """One more of something for this message id; returns how many so far. The least recent ids are forgotten
-    past REMEMBERED_OVERLOADS."""
-    count = counts.pop(message_id, 0) + 1
-    counts[message_id] = count
-    if len(counts) > REMEMBERED_OVERLOADS:
-        counts.popitem(last=False)
-    return count
-
-
-def retry_delay_seconds(queue: SqsQueue, message: Message) -> int:
-    """The error visibility timeout, doubled per receive under exponential backoff, capped at 12 h."""
-    base = queue.config.error_visibility_timeout
-    if queue.config.backoff == "exponential":
-        base = base * 2 ** min(message.receive_count - 1, 20)
-    return int(min(base, MAX_VISIBILITY_SECONDS))
-
-
-def within_receipt_limit(message: Message, seconds: int) -> int:
-    """A long retry delay shortened to end before SQS's receipt limit (`rules.receipt_seconds_left`)."""
-    return int(max(0, min(seconds, receipt_seconds_left(message.received_at, time.time()))))
+        """A receive that will not deliver this message (`retries.ReceiveCounts.note_undelivered`)."""
+        self.counts.note_undelivered(message)

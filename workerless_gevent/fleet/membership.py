@@ -15,14 +15,14 @@ import gevent
 import gevent.event
 import gevent.lock
 
+from ..aws.tables import KEY, Table
 from ..config.model import Config, QueueConfig
 import botocore.exceptions
 
 from ..errors import StartupError, describe_error, error_code
-from ..periodic.claims import Claims
 from .gate import FleetGate
 from .lease import Lease
-from .table import KEY, LimitItem
+from .table import LimitItem
 
 logger = logging.getLogger(__name__)
 
@@ -85,8 +85,8 @@ class Fleet:
         """Create the table if missing (like the claims table); until it is ACTIVE no share is taken."""
         if self.config.fleet is None:
             return
-        claims = Claims(self.dynamodb, self.config.fleet.table, self.member_id)
-        if claims.wait_until_usable(stopping, self.rng, "nothing starts under a fleet-wide limit"):
+        table = Table(self.dynamodb, self.config.fleet.table)
+        if table.wait_until_usable(stopping, self.rng, "nothing starts under a fleet-wide limit"):
             self.table_ready.set()
 
     def wind_down(self) -> None:

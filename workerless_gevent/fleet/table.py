@@ -1,4 +1,4 @@
-"""A fleet limit's DynamoDB item: one item per limit (key `slot`, like the claims table), its members in a
+"""A fleet limit's DynamoDB item: one item per limit (key `slot`, `aws.tables`), its members in a
 map. Every write is conditional, and every answer (a conflict's too, through
 ReturnValuesOnConditionCheckFailure) returns the whole item, so a write is also the read.
 
@@ -19,12 +19,12 @@ from typing import Any
 
 import botocore.exceptions
 
+from ..aws.tables import KEY
 from ..errors import error_code
 from .shares import EMPTY, Member, View
 
 logger = logging.getLogger(__name__)
 
-KEY = "slot"
 ME = "#members.#me"  # this member's entry in the item's map
 
 

@@ -1,53 +1,37 @@
-"""Idempotent delivery as the settler asks for it: at receive, each keyed message's claim (one transaction
-per receive) says deliver, delete as a duplicate, or wait for the claim held elsewhere; after a success the
-key becomes `completed` before the delete (`completions.py`); a message that fails or is released gives its
-claim up first, so its next receive may claim it again at once."""
+"""Idempotent delivery as the settler asks for it (`delivery.keyed.DeliveryGuard`): at receive, each keyed
+message's claim (one transaction per receive) says deliver, delete as a duplicate, or wait for the claim held
+elsewhere; after a success the key becomes `completed` before the delete (`completions.py`); a message that fails
+or is released gives its claim up first, so its next receive may claim it again at once."""
 
 from __future__ import annotations
 
 import logging
-import math
 import random
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import gevent
+import gevent.event
 import gevent.pool
 
+from ..aws.tables import Table
 from ..config.idempotency import IdempotencyConfig, KeySpec, parse_key
 from ..config.model import Config
 from ..errors import AWS_ERRORS, describe_error
 from ..logs import fields
 from ..message import Message
-from ..rules import MAX_VISIBILITY_SECONDS, receipt_seconds_left
+from .admission import Admission
 from .completions import Completions, Count
-from .health import StoreGate, StoreHealth, StoreTimeout
-from .keys import item_key, key_of, payload_digest, shown_key
-from .store import Claim, IdempotencyStore
+from .deadlines import claim_deadline, claim_seconds, has_lapsed, within_limits
+from .extensions import Extensions
+from .health import StoreGate, StoreHealth
+from .keys import claim_of, item_key, key_of, payload_digest, shown_key
+from .store import Claim, IdempotencyStore, VerdictKind
 
 logger = logging.getLogger(__name__)
 
 REMOVE_SECONDS = 5.0  # what releasing claims may add to a release (a stop, a failed FIFO group)
 REMOVE_AT_ONCE = 10
-LAPSE_MARGIN_SECONDS = 0.5  # a claim answered with less of its message's visibility left is not delivered
-EXTEND_AT_ONCE = 25  # claim extensions on their way at once
-EXTEND_TIMEOUT_SECONDS = 10.0
-EXTEND_WARNING_SECONDS = 60.0  # failed extensions are summed into one WARNING at most this often
-
-
-@dataclass
-class Admission:
-    """What the settler does with a receive's keyed messages."""
-    deliver: list[Message] = field(default_factory=list)
-    duplicates: list[Message] = field(default_factory=list)  # completed: delete undelivered
-    reused: list[Message] = field(default_factory=list)  # completed with another payload: fail undelivered
-    # claimed, but the call outlasted the message's visibility: SQS may have handed it out again meanwhile, and
-    # that copy may be claimed once this claim expires; neither delivered nor touched (its claim is given up)
-    lapsed: list[Message] = field(default_factory=list)
-    later: list[tuple[Message, int]] = field(default_factory=list)  # visible again in so many seconds
-    missing: int = 0  # delivered without a key
-    is_held: bool = False  # `later` holds keyed messages because the table is not usable (not another's claim)
 
 
 class Idempotency:
@@ -63,8 +47,7 @@ class Idempotency:
         self.health = StoreHealth(self.config, rng)
         self.wake: Callable[[], None] = lambda: None  # the poller's, once it is built: a probe answered
         self.gate = StoreGate(self.health, store.probe, self.count_probe_failure, lambda: self.wake())
-        self.extend_failures = 0  # failed claim extensions since the last WARNING about them
-        self.extend_warned_at = -math.inf  # time.monotonic() of that WARNING
+        self.extensions = Extensions(store, self.health, count)
         self.completions = Completions(store, self.health, self.config.expires_after, count, rng)
 
     def update(self, config: Config) -> None:
@@ -78,7 +61,7 @@ class Idempotency:
     def has_key(self, queue: str) -> bool:
         return queue in self.specs
 
-    def admit(self, queue: str, messages: list[Message]) -> Admission:
+    def claim(self, queue: str, messages: list[Message]) -> Admission:
         """Read each message's key and claim the keys (one transaction); DynamoDB failing, `hold` keeps the
         keyed messages hidden until the table is probed again, `deliver` delivers them without claims. The
         admission keeps the receive's order (a FIFO group's messages are delivered in it, keyed or not)."""
@@ -102,7 +85,7 @@ class Idempotency:
             admission.is_held = True
             deferred.update((id(message), self.health.hide_seconds()) for message, _ in keyed.values())
         elif keyed:
-            self.claim(queue, list(keyed.values()), admission, deferred)
+            self.claim_keys(queue, list(keyed.values()), admission, deferred)
         undelivered = set(map(id, admission.duplicates + admission.reused + admission.lapsed))
         for message in messages:
             if id(message) in deferred:
@@ -111,8 +94,8 @@ class Idempotency:
                 admission.deliver.append(message)
         return admission
 
-    def claim(self, queue: str, pairs: list[tuple[Message, Claim]], admission: Admission,
-              deferred: dict[int, int]) -> None:
+    def claim_keys(self, queue: str, pairs: list[tuple[Message, Claim]], admission: Admission,
+                   deferred: dict[int, int]) -> None:
         """One transaction for a receive's keys: each claimed message gets its token, each copy of a success
         goes to `duplicates`, each key held elsewhere (or every key, the table failing while holding) to
         `deferred`."""
@@ -127,13 +110,13 @@ class Idempotency:
             return
         self.health.answered()
         for (message, claim), verdict in zip(pairs, verdicts):
-            if verdict.kind == "claimed":
+            if verdict.kind is VerdictKind.CLAIMED:
                 message.claim = claim.token
                 if has_lapsed(message, claim):
                     admission.lapsed.append(message)
-            elif verdict.kind == "completed":
+            elif verdict.kind is VerdictKind.COMPLETED:
                 admission.duplicates.append(message)
-            elif verdict.kind == "reused":
+            elif verdict.kind is VerdictKind.REUSED:
                 admission.reused.append(message)
             else:
                 deferred[id(message)] = within_limits(message, verdict.seconds)
@@ -142,13 +125,13 @@ class Idempotency:
         for queue in self.specs:
             self.count(queue, "IdempotencyStoreErrors", 1)
 
-    def claim_of(self, message: Message, deadline: int = 0) -> Claim:
-        assert message.claim is not None and message.idempotency_key is not None
-        return Claim(item_key(message.queue, message.idempotency_key), message.claim, deadline)
+    def is_claimed(self, message: Message) -> bool:
+        """The message holds a claim of ours (taken at its receive, not yet completed or given up)."""
+        return message.claim is not None
 
     def complete(self, message: Message, delete: Callable[[], None]) -> None:
         """After a success: `completed`, then `delete`."""
-        claim = replace(self.claim_of(message), payload_hash=self.payload_hash(message))
+        claim = replace(claim_of(message), payload_hash=self.payload_hash(message))
         message.claim = None
         self.completions.add(message, claim, delete)
 
@@ -161,7 +144,7 @@ class Idempotency:
     def give_up(self, messages: list[Message]) -> None:
         """Before these messages are visible again (a failure, a release) or dead-lettered: their claims go,
         several at once, within REMOVE_SECONDS. A claim left behind only delays its message until its deadline."""
-        claims = [(message, self.claim_of(message)) for message in messages if message.claim is not None]
+        claims = [(message, claim_of(message)) for message in messages if message.claim is not None]
         for message, _ in claims:
             message.claim = None
         if not claims:
@@ -186,65 +169,12 @@ class Idempotency:
                            extra=fields(queue=message.queue, message_id=message.message_id))
 
     def extend(self, messages: list[Message]) -> None:
-        """The heartbeat kept these messages hidden longer: their claims follow, several at once in the
-        background (one after another, a thousand claims would lapse before the last was extended)."""
-        claimed = [message for message in messages if message.claim is not None]
-        if claimed:  # the heartbeat does not wait for DynamoDB
-            gevent.spawn(self._extend_all, claimed)
+        """The heartbeat kept these messages hidden longer: their claims follow (`extensions.py`)."""
+        self.extensions.extend(messages)
 
-    def _extend_all(self, messages: list[Message]) -> None:
-        pool = gevent.pool.Pool(EXTEND_AT_ONCE)
-        for message in messages:
-            pool.spawn(self._extend, message)
-        pool.join()
-
-    def _extend(self, message: Message) -> None:
-        if message.claim is None:
-            return
-        claim = self.claim_of(message, claim_deadline(message))
-        try:
-            with gevent.Timeout(EXTEND_TIMEOUT_SECONDS, StoreTimeout(EXTEND_TIMEOUT_SECONDS)):
-                is_ours = self.store.extend(claim)
-        except (*AWS_ERRORS, StoreTimeout) as error:
-            self.count(message.queue, "IdempotencyStoreErrors", 1)
-            self.health.failed(describe_error(error))
-            self.note_extend_failure(message, describe_error(error))
-            return
-        if not is_ours:
-            logger.warning("queue=%s message=%s key=%s: its claim lapsed and another took the key; both may "
-                           "deliver it", message.queue, message.message_id, shown_key(message),
-                           extra=fields(queue=message.queue, message_id=message.message_id))
-
-    def note_extend_failure(self, message: Message, error: str) -> None:
-        """Failed extensions: one WARNING per interval with how many failed since the last one."""
-        self.extend_failures += 1
-        now = time.monotonic()
-        if now - self.extend_warned_at < EXTEND_WARNING_SECONDS:
-            return
-        logger.warning("queue=%s message=%s key=%s: %d idempotency claims not extended in the last %.0fs (%s): a "
-                       "claim that lapses lets a copy of its message be delivered meanwhile", message.queue,
-                       message.message_id, shown_key(message), self.extend_failures,
-                       min(now - self.extend_warned_at, EXTEND_WARNING_SECONDS), error,
-                       extra=fields(queue=message.queue, message_id=message.message_id))
-        self.extend_failures = 0
-        self.extend_warned_at = now
-
-
-def has_lapsed(message: Message, claim: Claim) -> bool:
-    """The claim came back after its message's visibility (or the claim's own deadline) ran out."""
-    return message.visible_until - time.monotonic() < LAPSE_MARGIN_SECONDS or claim.deadline <= time.time()
-
-
-def claim_deadline(message: Message) -> int:
-    """A claim lasts as long as its message stays hidden: epoch seconds, for other hosts to compare."""
-    return math.ceil(time.time() + max(1.0, message.visible_until - time.monotonic()))
-
-
-def claim_seconds(message: Message) -> int:
-    """A copy behind a claim of ours: visible again when that claim would lapse."""
-    return within_limits(message, max(1.0, message.visible_until - time.monotonic()))
-
-
-def within_limits(message: Message, seconds: float) -> int:
-    return int(max(1, min(math.ceil(seconds), MAX_VISIBILITY_SECONDS,
-                          receipt_seconds_left(message.received_at, time.time()))))
+    def make_table(self, stopping: gevent.event.Event, rng: random.Random, wake: Callable[[], None]) -> None:
+        """The table, created if missing (as the daemon's other tables are), before the first claim."""
+        if Table(self.store.dynamodb, self.config.table).wait_until_usable(stopping, rng,
+                                                                          "nothing is claimed under a key"):
+            self.health.is_table_ready = True
+            wake()

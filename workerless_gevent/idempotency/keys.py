@@ -1,6 +1,6 @@
-"""A message's idempotency key, as its queue's `idempotency_key` names it, its item in the table, and the digest
-of its payload that `validate_payload` compares: pure, no I/O. (How a key is shown outside the table is
-`rules.short_key`, which the HTTP target uses too.)"""
+"""A message's idempotency key, as its queue's `idempotency_key` names it, its item in the table (and the claim
+on it the message holds), and the digest of its payload that `validate_payload` compares: pure, no I/O. (How a
+key is shown outside the table is `rules.short_key`, which the HTTP target uses too.)"""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ..config.idempotency import KeySpec
 from ..envelopes import SIZE_ATTRIBUTES, unwrap_sns
 from ..message import Message
 from ..rules import short_key
+from .store import Claim
 
 ORIGINAL_ID_ATTRIBUTE = "workerless.message_id"  # the first copy's id, carried through dead letters and redrive
 MAX_KEY_BYTES = 1024  # a longer key is stored as its SHA-256 (DynamoDB's key limit is 2,048 bytes)
@@ -55,6 +56,12 @@ def item_key(queue: str, key: str) -> str:
     if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
         key = "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return f"idempotency/{queue}/{key}"
+
+
+def claim_of(message: Message, deadline: int = 0) -> Claim:
+    """The claim a message holds (its token and key), with the deadline an extension would write."""
+    assert message.claim is not None and message.idempotency_key is not None
+    return Claim(item_key(message.queue, message.idempotency_key), message.claim, deadline)
 
 
 def shown_key(message: Message) -> str:

@@ -1,20 +1,21 @@
-"""Idempotency items in DynamoDB: one per key (`slot`, like the claims and fleet tables), `in progress` while a
+"""Idempotency items in DynamoDB: one per key (`slot`, as in the daemon's other tables: `aws.tables`), `in progress` while a
 delivery holds it and `completed` once it succeeded, each with `expires_at` (epoch seconds: the TTL attribute,
 and the claim's deadline or the end of the memory of a success). Every write is conditional or batched: a
 receive's claims are one TransactWriteItems, completions go out 25 to a BatchWriteItem."""
 
 from __future__ import annotations
 
+import enum
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import botocore.exceptions
 
+from ..aws.tables import KEY
+from ..aws.tables import TTL_ATTRIBUTE as EXPIRES
 from ..errors import error_code
 
-KEY = "slot"
-EXPIRES = "expires_at"
 IN_PROGRESS = "in_progress"
 COMPLETED = "completed"
 PAYLOAD = "payload_sha256"  # validate_payload: a completed item's SHA-256 (hex) of the payload that succeeded
@@ -33,16 +34,23 @@ class Claim:
     payload_hash: str | None = None  # validate_payload: kept with the completed item, compared by later copies
 
 
+class VerdictKind(enum.Enum):
+    """What a claim found its key to be."""
+    CLAIMED = "claimed"  # ours now
+    COMPLETED = "completed"  # a success is remembered
+    REUSED = "reused"  # completed with another payload (validate_payload)
+    BUSY = "busy"  # held elsewhere
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """A claim's answer: `claimed`; `completed` (a success is remembered); `reused` (completed with another
-    payload, validate_payload); `busy` (held elsewhere, for `seconds` more)."""
-    kind: str
+    """A claim's answer, and for a `BUSY` key how many `seconds` it stays held."""
+    kind: VerdictKind
     seconds: float = 0.0
-    payload_hash: str = ""  # `completed`: the hash the item keeps, if any
+    payload_hash: str = ""  # `COMPLETED`: the hash the item keeps, if any
 
 
-CLAIMED = Verdict("claimed")
+CLAIMED = Verdict(VerdictKind.CLAIMED)
 
 
 class IdempotencyStore:
@@ -69,7 +77,7 @@ class IdempotencyStore:
             for index in pending:
                 verdicts[index] = CLAIMED
             pending = []
-        return [against_payload(claim, verdict or Verdict("busy", CONFLICT_WAIT_SECONDS))
+        return [against_payload(claim, verdict or Verdict(VerdictKind.BUSY, CONFLICT_WAIT_SECONDS))
                 for claim, verdict in zip(claims, verdicts)]
 
     @staticmethod
@@ -159,18 +167,18 @@ class IdempotencyStore:
 def verdict_of(item: dict[str, Any], now: int) -> Verdict:
     """What a live item that failed our claim's condition says."""
     if item.get("state", {}).get("S") == COMPLETED:
-        return Verdict("completed", payload_hash=str(item.get(PAYLOAD, {}).get("S", "")))
+        return Verdict(VerdictKind.COMPLETED, payload_hash=str(item.get(PAYLOAD, {}).get("S", "")))
     try:
         expires = int(item.get(EXPIRES, {}).get("N", "0"))
     except ValueError:
         expires = 0
-    return Verdict("busy", max(1.0, expires - now))
+    return Verdict(VerdictKind.BUSY, max(1.0, expires - now))
 
 
 def against_payload(claim: Claim, verdict: Verdict) -> Verdict:
     """A completed key whose item keeps another payload's hash than this copy's is `reused`; an item written
     without a hash (validate_payload off at the time) cannot tell, and stays `completed`."""
-    if verdict.kind == "completed" and claim.payload_hash and verdict.payload_hash \
+    if verdict.kind is VerdictKind.COMPLETED and claim.payload_hash and verdict.payload_hash \
             and verdict.payload_hash != claim.payload_hash:
-        return Verdict("reused")
+        return Verdict(VerdictKind.REUSED)
     return verdict

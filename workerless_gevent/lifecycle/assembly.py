@@ -18,7 +18,6 @@ from ..errors import StartupError
 from ..idempotency.guard import Idempotency
 from ..idempotency.store import IdempotencyStore
 from ..metrics import Registry
-from ..periodic.claims import Claims
 from ..targets import QueueInfo, Target
 from ..targets.aws_lambda import LambdaTarget
 from ..targets.http_batch import build_http_target
@@ -126,8 +125,6 @@ def build_idempotency(config: Config, clients: Clients, registry: Registry, rng:
 
 def make_table(idempotency: Idempotency, dynamodb: object, stopping: gevent.event.Event, rng: random.Random,
                wake: Callable[[], None]) -> None:
-    """The idempotency table, created if missing (as the claims table is), before the first claim."""
-    table = Claims(dynamodb, idempotency.config.table, "")
-    if table.wait_until_usable(stopping, rng, "nothing is claimed under a key"):
-        idempotency.health.is_table_ready = True
-        wake()
+    """The idempotency table, created if missing, before the first claim (`Idempotency.make_table`, on the
+    client `dynamodb` its store writes through)."""
+    idempotency.make_table(stopping, rng, wake)
