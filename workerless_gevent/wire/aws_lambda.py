@@ -27,21 +27,19 @@ import ssl
 import time
 import urllib.parse
 from http.client import HTTPException
-from typing import Any
+from typing import Any, Unpack
 
 import botocore.exceptions
 import gevent.socket
 
-from .http import STALE_ERRORS, Connections, host_header, post_request, tls_context
+from .endpoint import AwsEndpoint, WireOptions
+from .http import STALE_ERRORS, Connections, post_request
 from .lambda_emulator import as_lambda_answer
 from .retries import Retrier, retry_cost
 from .sigv4 import MAX_CACHED_TARGETS, RestSigner
-from .sqs import USER_AGENT  # one User-Agent for every call of our own wire
 
-SIGNING_NAME = "lambda"
 INVOKE_PATH = "/2015-03-31/functions/{}/invocations"
 URI_SAFE = "-._~"  # botocore's percent_encode: everything else in a name, ARN or qualifier is escaped
-KEEPALIVE_IDLE_SECONDS = 30.0
 # Output members bound to headers, as botocore's model names them.
 HEADER_MEMBERS = (("FunctionError", "x-amz-function-error"), ("LogResult", "x-amz-log-result"),
                   ("ExecutedVersion", "x-amz-executed-version"),
@@ -68,45 +66,28 @@ def retry_cost_if_nothing_sent(error: BaseException) -> int | None:
     return retry_cost(error) if isinstance(error.__cause__, NothingSent) else None
 
 
-class LambdaWire:
-    """One HTTP pool to the Lambda endpoint, shared by every greenlet; build it before spawning any."""
+class LambdaWire(AwsEndpoint):
+    """Lambda's REST-JSON Invoke: a POST to the function's path, signed with the path, query and headers."""
 
-    def __init__(self, endpoint_url: str, region: str, credentials: Any, *, concurrency: int, read_timeout: float,
-                 connect_timeout: float = 5.0, exceptions: Any = None, ca_bundle: str | None = None,
-                 retrier: Retrier | None = None, is_signed: bool = True, is_emulator: bool = False) -> None:
-        parts = urllib.parse.urlsplit(endpoint_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"Lambda endpoint URL must be http(s)://host[:port]: {endpoint_url!r}")
-        self.endpoint_url = endpoint_url
-        self.region = region
-        self.exceptions = exceptions  # the boto3 client's `exceptions`, to raise its modeled errors
-        self.read_timeout = read_timeout
-        self.connect_timeout = connect_timeout
-        self.retrier = retrier or Retrier(random.Random(), cost=retry_cost_if_nothing_sent)
-        # botocore's _urljoin: the operation's path goes after the endpoint's own path, if any.
-        self.base_path = parts.path[:-1] if parts.path.endswith("/") else parts.path
-        self.host = host_header(parts.hostname, parts.port, parts.scheme)
-        self.signer = RestSigner(credentials, region, SIGNING_NAME, self.host)
+    service = "Lambda"
+    signing_name = "lambda"
+    keep_headers = KEPT_HEADERS
+    connections = InvokeConnections
+
+    def __init__(self, endpoint_url: str, region: str, credentials: Any, *, is_signed: bool = True,
+                 is_emulator: bool = False, **options: Unpack[WireOptions]) -> None:
+        super().__init__(endpoint_url, region, credentials, **options)
         self.is_signed = is_signed  # False: no Authorization (a target's endpoint_url on loopback, or no credentials)
         self.is_emulator = is_emulator  # answers read as the Runtime Interface Emulator's (wire.lambda_emulator)
         self.targets: dict[tuple[str, str | None], tuple[str, str]] = {}  # (name, qualifier) -> (path, query)
-        self.fixed_headers = f"User-Agent: {USER_AGENT}\r\n"
-        secure = parts.scheme == "https"
-        self.http = InvokeConnections(parts.hostname, parts.port or (443 if secure else 80), limit=concurrency,
-                                      connect_timeout=connect_timeout, read_timeout=read_timeout,
-                                      tls=tls_context(ca_bundle) if secure else None, keep_headers=KEPT_HEADERS,
-                                      keepalive_idle=KEEPALIVE_IDLE_SECONDS, tcp_keepalive=True)
 
-    @classmethod
-    def for_client(cls, client: Any, credentials: Any, *, concurrency: int, read_timeout: float,
-                   connect_timeout: float = 5.0, ca_bundle: str | None = None) -> LambdaWire:
-        """The endpoint and region a boto3 Lambda client resolved (AWS_ENDPOINT_URL[_LAMBDA], endpoint_url, region)."""
-        return cls(client.meta.endpoint_url, client.meta.region_name, credentials, concurrency=concurrency,
-                   read_timeout=read_timeout, connect_timeout=connect_timeout, exceptions=client.exceptions,
-                   ca_bundle=ca_bundle)
+    def default_retrier(self) -> Retrier:
+        return Retrier(random.Random(), cost=retry_cost_if_nothing_sent)
 
-    def close(self) -> None:
-        self.http.close()
+    def sign_for(self, credentials: Any, path: str) -> None:
+        # botocore's _urljoin: the operation's path goes after the endpoint's own path, if any.
+        self.base_path = path[:-1] if path.endswith("/") else path
+        self.signer = RestSigner(credentials, self.region, self.signing_name, self.host)
 
     def invoke(self, *, FunctionName: str, Payload: bytes | str = b"", InvocationType: str | None = None,
                Qualifier: str | None = None) -> dict[str, Any]:

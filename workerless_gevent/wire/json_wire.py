@@ -15,63 +15,32 @@ from __future__ import annotations
 
 import json
 import json.scanner
-import random
 import ssl
-import sys
 import time
-import urllib.parse
 from http.client import HTTPException
 from collections.abc import Callable
 from typing import Any
 
-import botocore
 import botocore.exceptions
 
-from .. import __version__
-from .http import STALE_ERRORS, Connections, host_header, post_request, tls_context
-from .retries import Retrier
+from .endpoint import AwsEndpoint
+from .http import STALE_ERRORS, post_request
 from .sigv4 import Signer
 
-KEEPALIVE_IDLE_SECONDS = 30.0  # AWS's load balancers keep idle connections longer than this
 ENCODE_JSON = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps would build an encoder per call
 # json.loads' C scanner, without its Python layers (typeshed types make_scanner's argument as itself)
 SCAN_JSON: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
-USER_AGENT = (f"workerless/{__version__} botocore/{botocore.__version__} "
-              f"python/{sys.version_info.major}.{sys.version_info.minor}")
 
 
-class JsonWire:
-    """One HTTP pool to one service's endpoint, shared by every greenlet; build it before spawning any."""
+class JsonWire(AwsEndpoint):
+    """AWS JSON 1.0: every call a POST to the endpoint's path, the action named in X-Amz-Target."""
 
-    service = ""  # the name in errors
     target_prefix = ""  # X-Amz-Target is this and the action
-    signing_name = ""
+    keep_headers = ("x-amzn-requestid", "x-amzn-query-error")
 
-    def __init__(self, endpoint_url: str, region: str, credentials: Any, *, concurrency: int, read_timeout: float,
-                 connect_timeout: float = 5.0, exceptions: Any = None, ca_bundle: str | None = None,
-                 retrier: Retrier | None = None) -> None:
-        parts = urllib.parse.urlsplit(endpoint_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{self.service} endpoint URL must be http(s)://host[:port]: {endpoint_url!r}")
-        self.endpoint_url = endpoint_url
-        self.region = region
-        self.exceptions = exceptions  # a boto3 client's `exceptions`, to raise its modeled errors
-        self.read_timeout = read_timeout
-        self.retrier = retrier or Retrier(random.Random())
-        self.connect_timeout = connect_timeout
-        self.path = parts.path or "/"
-        self.host = host_header(parts.hostname or "", parts.port, parts.scheme)
-        self.signer = Signer(credentials, region, self.signing_name, self.host, self.path)
-        self.fixed_headers = f"User-Agent: {USER_AGENT}\r\n"
-        secure = parts.scheme == "https"
-        self.http = Connections(parts.hostname, parts.port or (443 if secure else 80), limit=concurrency,
-                                connect_timeout=connect_timeout, read_timeout=read_timeout,
-                                tls=tls_context(ca_bundle) if secure else None,
-                                keep_headers=("x-amzn-requestid", "x-amzn-query-error"),
-                                keepalive_idle=KEEPALIVE_IDLE_SECONDS, tcp_keepalive=True)
-
-    def close(self) -> None:
-        self.http.close()
+    def sign_for(self, credentials: Any, path: str) -> None:
+        self.path = path or "/"
+        self.signer = Signer(credentials, self.region, self.signing_name, self.host, self.path)
 
     # ---------------------------------------------------------------- one request
 

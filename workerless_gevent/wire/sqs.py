@@ -15,9 +15,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from .json_wire import USER_AGENT, JsonWire
-
-__all__ = ["USER_AGENT", "SqsWire", "proxy_for"]
+from .json_wire import JsonWire
 
 # Only members of botocore's model are kept, and nulls are dropped, as botocore's parser does.
 MESSAGE_KEYS = ("MessageId", "ReceiptHandle", "MD5OfBody", "Body", "Attributes", "MD5OfMessageAttributes",
@@ -33,14 +31,6 @@ class SqsWire(JsonWire):
     service = "SQS"
     target_prefix = "AmazonSQS."
     signing_name = "sqs"
-
-    @classmethod
-    def for_client(cls, sqs: Any, credentials: Any, *, concurrency: int, read_timeout: float,
-                   connect_timeout: float = 5.0, ca_bundle: str | None = None) -> SqsWire:
-        """The endpoint and region a boto3 SQS client resolved (AWS_ENDPOINT_URL[_SQS], endpoint_url, region)."""
-        return cls(sqs.meta.endpoint_url, sqs.meta.region_name, credentials, concurrency=concurrency,
-                   read_timeout=read_timeout, connect_timeout=connect_timeout, exceptions=sqs.exceptions,
-                   ca_bundle=ca_bundle)
 
     # ---------------------------------------------------------------- the boto3-shaped calls
 
