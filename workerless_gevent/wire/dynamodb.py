@@ -5,38 +5,37 @@ typed JSON ({"S": ...}, {"N": ...}), as botocore's client takes and returns them
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
 from .json_wire import JsonWire
 
+# The operations this wire serves: the claims' calls (idempotency.store) and their table's set-up.
+OPERATIONS = ("DescribeTable", "CreateTable", "DescribeTimeToLive", "UpdateTimeToLive", "TransactWriteItems",
+              "BatchWriteItem", "DeleteItem", "UpdateItem")
+# The boto3 client's name of each (describe_table -> DescribeTable), as botocore's xform_name makes it.
+METHODS = {re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower(): operation for operation in OPERATIONS}
+
 
 class DynamoDbWire(JsonWire):
-    """DynamoDB's calls, with the boto3 client's keyword arguments and result shapes."""
+    """The boto3 client's methods for OPERATIONS, with its keyword arguments and result shapes."""
 
     service = "DynamoDB"
     target_prefix = "DynamoDB_20120810."
     signing_name = "dynamodb"
 
-    def describe_table(self, **params: Any) -> dict[str, Any]:
-        return self.call("DescribeTable", params)
+    def __getattr__(self, name: str) -> Callable[..., dict[str, Any]]:
+        """`describe_table(**params)` and the like, made at the first use and kept on the wire; any other
+        name is an AttributeError that says what the wire serves (a call it does not serve fails loudly)."""
+        operation = METHODS.get(name)
+        if operation is None:
+            raise AttributeError(f"{type(self).__name__} has no {name!r}: it serves {', '.join(METHODS)} "
+                                 "(wire.dynamodb.OPERATIONS)")
 
-    def create_table(self, **params: Any) -> dict[str, Any]:
-        return self.call("CreateTable", params)
+        def call(**params: Any) -> dict[str, Any]:
+            return self.call(operation, params)
 
-    def describe_time_to_live(self, **params: Any) -> dict[str, Any]:
-        return self.call("DescribeTimeToLive", params)
-
-    def update_time_to_live(self, **params: Any) -> dict[str, Any]:
-        return self.call("UpdateTimeToLive", params)
-
-    def transact_write_items(self, **params: Any) -> dict[str, Any]:
-        return self.call("TransactWriteItems", params)
-
-    def batch_write_item(self, **params: Any) -> dict[str, Any]:
-        return self.call("BatchWriteItem", params)
-
-    def delete_item(self, **params: Any) -> dict[str, Any]:
-        return self.call("DeleteItem", params)
-
-    def update_item(self, **params: Any) -> dict[str, Any]:
-        return self.call("UpdateItem", params)
+        call.__name__ = name
+        self.__dict__[name] = call  # later lookups find it here, and __getattr__ is not asked again
+        return call
