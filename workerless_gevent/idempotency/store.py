@@ -1,7 +1,7 @@
-"""Idempotency items in DynamoDB: one per key (`slot`, as in the daemon's other tables: `aws.tables`), `in progress` while a
-delivery holds it and `completed` once it succeeded, each with `expires_at` (epoch seconds: the TTL attribute,
-and the claim's deadline or the end of the memory of a success). Every write is conditional or batched: a
-receive's claims are one TransactWriteItems, completions go out 25 to a BatchWriteItem."""
+"""Idempotency items in DynamoDB: one per key (`slot`, as in the daemon's other tables: `aws.tables`), `in
+progress` while a delivery holds it and `completed` once it succeeded, each with `expires_at` (epoch seconds:
+the TTL attribute, and the claim's deadline or the end of the memory of a success). Every write is conditional
+or batched: a receive's claims are one TransactWriteItems, completions go out 25 to a BatchWriteItem."""
 
 from __future__ import annotations
 
