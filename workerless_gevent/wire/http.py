@@ -16,7 +16,6 @@ import socket
 import ssl
 import time
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 
 import gevent
 import gevent.lock
@@ -25,9 +24,10 @@ from gevent.monkey import get_original
 
 from .connecting import Addresses, set_tcp_keepalive
 from .parsing import HTTPParseError, Reply, ReplyParser
+from .watchdog import DeadlineExceeded as DeadlineExceeded  # what exchange() raises: callers catch it from here
+from .watchdog import Watch, watch_exchanges
 
 BLOCK_SIZE = 65536
-WATCH_SECONDS = 0.25  # the longest the watchdog sleeps: timeouts strike up to this late
 QUICK_ACK = getattr(socket, "TCP_QUICKACK", None)
 _poll = get_original("select", "poll")  # a real, non-yielding poll for the idle check (select fails at fd 1024)
 IDLE_TROUBLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP | select.POLLNVAL
@@ -37,23 +37,10 @@ class ConnectionClosed(ConnectionError):
     """The server closed the connection before a complete answer."""
 
 
-class DeadlineExceeded(TimeoutError):
-    """The whole exchange took longer than the caller allowed."""
-
-
 class StaleConnection(Exception):
     """A reused connection turned out closed before any answer: the request may go again."""
 
 STALE_ERRORS = (ConnectionClosed, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
-
-
-@dataclass(slots=True)
-class Watch:
-    """An exchange under way, as the watchdog sees it."""
-
-    deadline: float  # the whole exchange ends by then (time.monotonic())
-    quiet_until: float  # the last read plus read_timeout
-    expired: type[TimeoutError] | None = None  # set by the watchdog, which has shut the socket
 
 
 class Connections:
@@ -82,8 +69,7 @@ class Connections:
         self.idle: list[gevent.socket.socket] = []  # most recently used last
         self.idle_since: dict[gevent.socket.socket, float] = {}
         self.closed = False
-        # Sockets block without a timeout of their own: a gevent timeout costs a timer per blocking read,
-        # which was about a tenth of the daemon's CPU per message. One watchdog enforces them all.
+        # Sockets block without a timeout of their own: one watchdog enforces them all (`wire.watchdog` says why).
         self.watched: dict[gevent.socket.socket, Watch] = {}
         self.watchdog: gevent.Greenlet | None = None
 
@@ -134,8 +120,7 @@ class Connections:
                     sock.setsockopt(socket.IPPROTO_TCP, QUICK_ACK, 1)
                 data = sock.recv(BLOCK_SIZE)
                 if watch.expired is not None:
-                    raise watch.expired("no complete answer before the deadline" if watch.expired is DeadlineExceeded
-                                        else f"no data for {self.read_timeout:g}s")
+                    raise watch.timeout_error(self.read_timeout)
                 watch.quiet_until = time.monotonic() + self.read_timeout
                 try:
                     parser.feed(data)  # an empty feed is EOF, which ends a body sent without a length
@@ -150,8 +135,7 @@ class Connections:
         except BaseException as error:  # a timeout too: the connection is in an unknown state
             sock.close()
             if watch.expired is not None and isinstance(error, Exception) and not isinstance(error, TimeoutError):
-                raise watch.expired("no complete answer before the deadline" if watch.expired is DeadlineExceeded
-                                    else f"no data for {self.read_timeout:g}s") from error
+                raise watch.timeout_error(self.read_timeout) from error
             if may_be_stale and not parser.began and isinstance(error, STALE_ERRORS):
                 raise StaleConnection() from error
             raise
@@ -189,21 +173,9 @@ class Connections:
         return None
 
     def _watch(self) -> None:
-        """Shut the socket of every exchange past its deadline or silent for read_timeout: its blocked
-        read or send then returns at once, and the exchange raises what the watchdog marked."""
+        """The pool's watchdog, while any exchange is under way (`watchdog.watch_exchanges`)."""
         try:
-            while self.watched:
-                now = time.monotonic()
-                for sock, watch in list(self.watched.items()):
-                    if watch.expired is None and (now >= watch.deadline or now >= watch.quiet_until):
-                        watch.expired = DeadlineExceeded if now >= watch.deadline else TimeoutError
-                        try:
-                            sock.shutdown(socket.SHUT_RDWR)
-                        except OSError:
-                            pass
-                soonest = min((min(w.deadline, w.quiet_until) for w in self.watched.values() if w.expired is None),
-                              default=now + WATCH_SECONDS)
-                gevent.sleep(min(WATCH_SECONDS, max(0.01, soonest - now)))
+            watch_exchanges(self.watched)
         finally:
             self.watchdog = None
 
