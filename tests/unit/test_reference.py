@@ -1,5 +1,7 @@
-"""The generated reference cannot drift: every configuration field has a description, every described key is one
-building.py reads, its range and choices are the ones building.py enforces, and every command has a description."""
+"""descriptions.KEYS, the one table of the configuration's facts, cannot drift from the code: every dataclass field
+is a key or said to come from elsewhere, every key is one building reads, with the table's range, choices and
+default (a reader that overrides one fails here), every option sets the key the table says, and every command has
+a description. conf/example.toml is held to the same table by test_example_config.py."""
 
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ from workerless_gevent.commands import reference
 from workerless_gevent.config.building import build_config
 from workerless_gevent.config.cron import PeriodicConfig, PeriodicTask
 from workerless_gevent.config.descriptions import KEYS, NOT_KEYS
-from workerless_gevent.config.keys import Choices, Key, Range
+from workerless_gevent.config.keys import Choices, Key, Range, variable_of
 from workerless_gevent.config.fleet import FleetConfig
 from workerless_gevent.config.idempotency import IdempotencyConfig
-from workerless_gevent.config.loading import OPTION_NAMES
+from workerless_gevent.config.loading import OPTION_NAMES, SCALAR_OPTIONS, load_config
 from workerless_gevent.config.model import (AwsConfig, Config, HttpTargetConfig, LambdaTargetConfig, PollingConfig,
                                             QueueConfig, TracingConfig)
 from workerless_gevent.config.reference import default_of, render_configuration, toml_value, type_of
@@ -156,6 +158,19 @@ def test_the_configuration_page_shows_every_key_with_its_variable_and_flag() -> 
     assert "`WORKERLESS_POLL_FOR`, `--poll-for`" in page
     assert "`WORKERLESS_SHUTDOWN_TIMEOUT`" in page and "--shutdown-timeout" not in page  # no such flag
     assert "**Allowed** 1 to 20" in page
+
+
+def test_every_option_the_table_names_is_one_loading_reads() -> None:
+    assert {key.option for key in KEYS if key.option} == set(OPTION_NAMES)
+
+
+@pytest.mark.parametrize("key", [key for key in KEYS if key.option in SCALAR_OPTIONS], ids=lambda key: key.key)
+def test_the_variable_of_a_key_sets_that_key(key: Key, tmp_path: Path) -> None:
+    value = sample_value(key, tmp_path)
+    env = {"WORKERLESS_QUEUES": "payments", "WORKERLESS_HTTP": "http://127.0.0.1:8080/",
+           variable_of(key.option): toml_value(value).strip('"')}
+    config = load_config(None, env, {})
+    assert getattr(config.polling if key.owner is PollingConfig else config, key.field) == value
 
 
 def test_every_command_of_the_usage_text_has_a_description() -> None:
