@@ -29,7 +29,8 @@ def flow_keys(owner: type, overload: str) -> tuple[Key, ...]:
 
 WINDOW_BATCH_SIZE = 10000  # a Lambda target's records per invocation at most with a batching window, as Lambda's
 QUEUE_NAME_RULE = "1-80 letters, digits, `-` or `_` (plus `.fifo`)"
-TABLE_NAME_RULE = "a DynamoDB table name: 3-255 letters, digits, `_`, `-` or `.`"
+TABLE_NAME_RULE = "3-255 letters, digits, `_` `-` or `.` (a DynamoDB table name)"
+TABLE_NAME_PROBLEM = "must be " + TABLE_NAME_RULE.replace("`", "")  # the error's words: no Markdown
 
 KEYS: tuple[Key, ...] = (
     Key("name", Config, "name", "Turns CloudWatch metrics on, in the namespace `Workerless-<name>`. Unset: no "

@@ -3,9 +3,9 @@ silently be per-process limits)."""
 
 from __future__ import annotations
 
-from .descriptions import keys_of
+from .descriptions import TABLE_NAME_PROBLEM, keys_of
 from .fleet import FLEET_NAME_LENGTH, FleetConfig
-from .model import TABLE_NAME, TABLE_NAME_PROBLEM, Config
+from .model import TABLE_NAME, Config
 from .schema import Table
 
 FLEET = keys_of(FleetConfig)

@@ -3,9 +3,9 @@ as a queue has a key."""
 
 from __future__ import annotations
 
-from .descriptions import keys_of
+from .descriptions import TABLE_NAME_PROBLEM, keys_of
 from .idempotency import KEY_FORMS, IdempotencyConfig, parse_key
-from .model import TABLE_NAME, TABLE_NAME_PROBLEM, Config, QueueConfig
+from .model import TABLE_NAME, Config, QueueConfig
 from .schema import Table
 
 IDEMPOTENCY = keys_of(IdempotencyConfig)

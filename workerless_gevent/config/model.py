@@ -16,7 +16,6 @@ from .idempotency import IdempotencyConfig
 QUEUE_NAME = re.compile(r"(?=.{1,80}\Z)[A-Za-z0-9_-]+(\.fifo)?\Z")
 METRICS_NAME = re.compile(r"[A-Za-z0-9._\-/#]{1,200}\Z")
 TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")  # DynamoDB's rule
-TABLE_NAME_PROBLEM = "must be 3-255 letters, digits, _ - or . (a DynamoDB table name)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

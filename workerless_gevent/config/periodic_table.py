@@ -7,8 +7,8 @@ import re
 
 from ..errors import ConfigError
 from .cron import PeriodicConfig, PeriodicTask, schedule_problem
-from .descriptions import keys_of
-from .model import TABLE_NAME, TABLE_NAME_PROBLEM
+from .descriptions import TABLE_NAME_PROBLEM, keys_of
+from .model import TABLE_NAME
 from .schema import Table
 
 URL_PATH = re.compile(r"^[^\s\x00-\x1f\x7f]+$")

@@ -12,7 +12,7 @@ from .model import QUEUE_NAME, QueueConfig
 from .schema import Table
 
 QUEUE = keys_of(QueueConfig)
-NAME_PROBLEM = "must be " + QUEUE_NAME_RULE.replace("`", "")  # "must be 1-80 letters, digits, - or _ (plus .fifo)"
+NAME_PROBLEM = "must be " + QUEUE_NAME_RULE.replace("`", "")  # the error's words: no Markdown
 
 
 def read_queues(top: Table) -> tuple[QueueConfig, ...]:
