@@ -156,7 +156,7 @@ class Poller:
         may end (poll_for and some slack, within `limit_seconds`); short receives get `limit_seconds` (the stop's
         deadline less its flushes' share). `forced` (a second signal) ends the wait at once."""
         receivings = [state.receiving for state in (*self.states, *also)]
-        polls_until = since + min(self.receiver.poll_for_seconds + POLL_SLACK_SECONDS, limit_seconds)
+        polls_until = since + min(self.receiver.watchers.poll_for_seconds + POLL_SLACK_SECONDS, limit_seconds)
         receives_until = since + limit_seconds
         is_logged = False
         while not forced.is_set():

@@ -1,13 +1,15 @@
-"""What a queue's failing receives log: an ERROR at once when SQS refuses our credentials or signature, else
-a WARNING at the first failure, after a minute, after five, then every fifteen, DEBUG in between, and a
-WARNING when it receives again. Never silent, never a flood; `receiving.Receiver` keeps the counts."""
+"""A queue's run of failing receives, as its `Receiving` records it and as the log says it: an ERROR at once
+when SQS refuses our credentials or signature, else a WARNING at the first failure, after a minute, after
+five, then every fifteen, DEBUG in between, and a WARNING when it receives again. Never silent, never a flood."""
 
 from __future__ import annotations
 
 import logging
+import time
 
 from ..errors import describe_error, error_code
 from ..logs import duration_text, fields
+from .receive_state import Receiving
 
 logger = logging.getLogger(__name__)
 
@@ -17,6 +19,22 @@ CREDENTIAL_CODES = ("SignatureDoesNotMatch", "InvalidClientTokenId", "RequestExp
 # WARNING lines after these many seconds of failing, then every REPEAT_WARNING_SECONDS.
 WARN_AFTER_SECONDS = (60.0, 300.0)
 REPEAT_WARNING_SECONDS = 900.0
+
+
+def note_failure(state: Receiving, error: BaseException) -> None:
+    """A receive failed: what and when, for the status page."""
+    state.last_error = describe_error(error)
+    state.last_error_at = time.time()
+
+
+def note_success(state: Receiving) -> None:
+    """A receive succeeded: the run of failures, if any, ends (and says so)."""
+    state.has_received = True
+    if state.failing_since is not None:
+        log_recovery(state.queue.name, state.failures, time.monotonic() - state.failing_since)
+    state.failures = 0
+    state.failing_since = None
+    state.warnings_logged = 0
 
 
 def log_receive_failure(queue: str, failures: int, failing_seconds: float, warnings_logged: int,

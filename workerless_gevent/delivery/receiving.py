@@ -1,7 +1,8 @@
 """Receiving for the poller: short receives for the free slots (several at once on a busy queue, and
-enough ahead to cover one round trip at the recent pace), one long-polling watcher per idle queue, and
-back-off and warnings while a queue's receives fail. Each queue's receive side is a `Receiving`, which
-only `Receiver` writes; what it receives lands in that record's buffer, from which the poller takes."""
+enough ahead to cover one round trip at the recent pace), and what lands from them and from the watchers.
+A queue whose receives come back empty goes to its watcher (`watchers.py`); a run of failures is counted
+and logged by `receive_failures.py`. Each queue's receive side is a `Receiving` (`receive_state.py`), which
+only the receiver writes; what it receives lands in that record's buffer, from which the poller takes."""
 
 from __future__ import annotations
 
@@ -9,73 +10,34 @@ import logging
 import math
 import random
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
 import gevent.pool
 
-from ..errors import AWS_ERRORS, describe_error
+from ..errors import AWS_ERRORS
 from ..logs import fields
 from ..message import Message
 from ..metrics import OVERALL
-from ..rules import backoff_seconds
-from ..supervision import log_unexpected, spawn_supervised
+from ..supervision import log_unexpected
 from .queue import SqsQueue
-from .receive_failures import log_receive_failure, log_recovery
+from .receive_failures import note_failure, note_success
+from .receive_state import Receiving
+from .watchers import MAX_BACKOFF_SECONDS, Count, Watchers
+
+# What the poller, the queue states, the engine and the tests take from the receive side.
+__all__ = ["MAX_BACKOFF_SECONDS", "Admit", "Count", "Receiver", "Receiving", "Release", "moving_average"]
 
 logger = logging.getLogger(__name__)
 
-MAX_BACKOFF_SECONDS = 10.0  # a failing queue is tried again at least this often: it heals within that
 MAX_RECEIVES_PER_QUEUE = 32  # 320 messages per round trip: 6,400 a second at 50 ms
 AHEAD_PER_SLOT = 8  # the most deliveries per slot that receives ahead count on during one round trip
 FILL_RETRY_SECONDS = 0.5  # while a batching window fills: the pause after an empty receive
-HOLD_LOOK_SECONDS = 1.0  # a held watcher looks again at least this often (the hold may end early)
 SMOOTHING = 0.1  # weight of the newest sample in the moving averages of receive time and delivery pace
 
 Admit = Callable[[SqsQueue, list[Message]], list[Message]]
-Count = Callable[[str, str], None]
 Release = Callable[[list[Message]], None]
-
-
-@dataclass(eq=False)
-class Receiving:
-    """One queue's receive side. `Receiver` alone writes it; the poller reads it and takes from `buffer`,
-    the one hand-off between them (the receiver appends what lands, the poller takes or empties it)."""
-    queue: SqsQueue
-    take_size: int  # messages per delivery: 1 for HTTP, the batch size for Lambda
-    buffer: deque[Message] = field(default_factory=deque)
-    is_ready: bool = True
-    watcher: gevent.Greenlet | None = None
-    failures: int = 0  # failed long polls in a row
-    short_failures: int = 0  # failed short receives in a row
-    failing_since: float | None = None  # time.monotonic() of the first of the receive failures in a row
-    warnings_logged: int = 0  # WARNING lines about the current run of failures
-    last_error: str = ""  # of the latest failed receive
-    last_error_at: float = 0.0  # its time.time()
-    receives: int = 0  # short receives on their way
-    receive_width: int = 1  # how many may be on their way at once
-    receive_seconds: float = 0.0  # moving average of a short receive's round trip
-    is_drained: bool = False  # its latest long poll came back empty
-    has_received: bool = False  # a receive of it has completed: it is no longer starting
-    is_retired: bool = False  # a reload took its queue out of the poller: no new receive, no watcher
-    last_empty_at: float = -math.inf  # time.monotonic() of its latest receive that came back empty
-    is_fifo: bool = field(init=False)  # its queue's, read on every take
-    # Seconds until the queue may receive at all (its watcher included): a store outage holds a keyed queue
-    hold_seconds: Callable[[], float] = field(default=lambda: 0.0)
-
-    def __post_init__(self) -> None:
-        self.is_fifo = self.queue.config.is_fifo
-
-    def is_quiet(self) -> bool:
-        """No receive on its way, and its watcher (if any) has ended its last long poll."""
-        return not self.receives and not self.is_polling()
-
-    def is_polling(self) -> bool:
-        """Its watcher is still on its way (at a stop: in its last long poll)."""
-        return self.watcher is not None and not self.watcher.dead
 
 
 class Receiver:
@@ -85,14 +47,13 @@ class Receiver:
     def __init__(self, *, batch_size: int, poll_for_seconds: int, sleep_seconds: float, rng: random.Random,
                  stopping: gevent.event.Event, admit: Admit, count: Count, wake: gevent.event.Event) -> None:
         self.batch_size = batch_size
-        self.poll_for_seconds = poll_for_seconds
-        self.sleep_seconds = sleep_seconds
-        self.rng = rng
         self.stopping = stopping
         self.admit = admit
         self.count = count
         self.wake = wake
-        self.receivers = gevent.pool.Group()
+        self.watchers = Watchers(receive=self._receive, poll_for_seconds=poll_for_seconds, sleep_seconds=sleep_seconds,
+                                 rng=rng, stopping=stopping, count=count, wake=wake)
+        self.receivers = gevent.pool.Group()  # the short receives on their way
         self.release: Release | None = None  # set at stop: what lands from then on goes there, not to a buffer
 
     def retire(self, state: Receiving) -> None:
@@ -171,15 +132,14 @@ class Receiver:
         try:
             messages = self._receive(state, 0)
             state.receive_seconds = moving_average(state.receive_seconds, time.monotonic() - started)
-            self._note_success(state)
+            note_success(state)
             state.short_failures = 0
         except AWS_ERRORS as error:
             # One failure (after the wire's own retries) on a busy queue is a blip: keep receiving. Two in a
             # row hand the queue to its watcher, which backs off.
             failed = True
             state.short_failures += 1
-            state.last_error = describe_error(error)
-            state.last_error_at = time.time()
+            note_failure(state, error)
             if state.short_failures == 1:
                 logger.info("queue=%s receive failed, trying again: %s", state.queue.name, state.last_error,
                             extra=fields(queue=state.queue.name))
@@ -208,7 +168,7 @@ class Receiver:
             if state.buffer:
                 state.is_ready = True  # another receive brought messages: try again once they are taken
             elif not self.stopping.is_set() and not state.is_retired:
-                self.go_idle(state)
+                self.watchers.start(state)
         self.wake.set()
 
     def _receive(self, state: Receiving, wait_seconds: int) -> list[Message]:
@@ -221,58 +181,6 @@ class Receiver:
         else:
             state.buffer.extend(admitted)
         return messages
-
-    def go_idle(self, state: Receiving) -> None:
-        state.is_ready = False
-        state.watcher = spawn_supervised(f"queue={state.queue.name} watcher", lambda: self._watch(state),
-                                         self.stopping, self.count, self.rng)
-
-    def _watch(self, state: Receiving) -> None:
-        """Long-poll one idle queue until it yields messages, backing off on its own errors."""
-        while not self.stopping.is_set() and not state.is_retired:
-            if (held := state.hold_seconds()) > 0:  # every receive spends one of a message's receives
-                self.stopping.wait(min(held, HOLD_LOOK_SECONDS))
-                continue
-            try:
-                messages = self._receive(state, self.poll_for_seconds)
-            except AWS_ERRORS as error:
-                self._back_off(state, error)
-                continue
-            except Exception as error:  # a malformed reply or a bug must not silence this queue for good
-                self.count(OVERALL, "InternalErrors")
-                log_unexpected(logger, f"queue={state.queue.name} receive", error, **fields(queue=state.queue.name))
-                self._back_off(state, error)
-                continue
-            self._note_success(state)
-            state.is_drained = not messages
-            if messages:
-                state.is_ready = True
-                state.watcher = None
-                self.wake.set()
-                return
-            if self.sleep_seconds:
-                self.stopping.wait(self.sleep_seconds)
-
-    def _back_off(self, state: Receiving, error: BaseException) -> None:
-        # Jitter between 1 s and a cap that doubles up to 10 s: a dead endpoint is never hot-looped.
-        state.failures += 1
-        now = time.monotonic()
-        state.failing_since = state.failing_since or now
-        failing_seconds = now - state.failing_since
-        state.last_error = describe_error(error)
-        state.last_error_at = time.time()
-        seconds = backoff_seconds(state.failures + 1, self.rng, MAX_BACKOFF_SECONDS, least_seconds=1.0)
-        state.warnings_logged = log_receive_failure(state.queue.name, state.failures, failing_seconds,
-                                                    state.warnings_logged, error, seconds)
-        self.stopping.wait(seconds)
-
-    def _note_success(self, state: Receiving) -> None:
-        state.has_received = True
-        if state.failing_since is not None:
-            log_recovery(state.queue.name, state.failures, time.monotonic() - state.failing_since)
-        state.failures = 0
-        state.failing_since = None
-        state.warnings_logged = 0
 
 
 def moving_average(average: float, sample: float) -> float:
