@@ -3,7 +3,6 @@ choices from here, loading its variable and flag, the reference page and the tes
 
 from __future__ import annotations
 
-
 from .cron import PeriodicConfig, PeriodicTask
 from .fleet import FLEET_NAME_LENGTH, FleetConfig
 from .idempotency import IdempotencyConfig

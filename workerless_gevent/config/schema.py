@@ -68,8 +68,8 @@ class Table:
 
     def integer(self, key: Key) -> int:
         value = self.raw(key.name, key.default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < key.low or \
-                (key.high is not None and value > key.high):
+        is_integer = isinstance(value, int) and not isinstance(value, bool)
+        if not is_integer or value < key.low or (key.high is not None and value > key.high):
             raise self.fail(key.name, _range_text("an integer", key.low, key.high), value)
         return value
 
