@@ -71,7 +71,7 @@ class Table:
         is_integer = isinstance(value, int) and not isinstance(value, bool)
         if not is_integer or value < key.low or (key.high is not None and value > key.high):
             raise self.fail(key.name, _range_text("an integer", key.low, key.high), value)
-        return value
+        return int(value)
 
     def number(self, key: Key) -> float:
         value = self.raw(key.name, key.default)
