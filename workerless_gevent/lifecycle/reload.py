@@ -23,7 +23,9 @@ from ..idempotency.guard import Idempotency
 from ..logs import configure_logging
 from .assembly import (build_idempotency, build_target, connection_warnings, resolve_dead_letter_queue,
                        resolve_queue)
-from .engine import DRAIN_CHECK_SECONDS, Engine, Successors
+from .draining import DRAIN_CHECK_SECONDS
+from .engine import Engine
+from .successors import Successors
 
 logger = logging.getLogger(__name__)
 
