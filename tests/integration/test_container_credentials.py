@@ -17,7 +17,8 @@ from gevent import pywsgi
 
 from tests.support.aws_environment import bare_aws_environment
 from tests.support.moto import free_port
-from workerless_gevent.aws.child import parse_answer, request_of, resolve
+from workerless_gevent.aws.child import parse_answer, request_of
+from workerless_gevent.aws.child_answer import resolve
 from workerless_gevent.aws.container import ContainerEndpoint
 from workerless_gevent.aws.environment import resolve_from_environment
 from workerless_gevent.aws.renewal import FetchedResolution

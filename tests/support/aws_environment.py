@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from workerless_gevent.aws.child import Resolved, parse_answer, request_of, resolve
+from workerless_gevent.aws.child import Resolved, parse_answer, request_of
+from workerless_gevent.aws.child_answer import resolve
 from workerless_gevent.aws.environment import resolve_from_environment
 from workerless_gevent.aws.renewal import FetchedResolution
 from workerless_gevent.config.model import AwsConfig

@@ -1,4 +1,4 @@
-"""`aws.environment` against the child's answer (`aws.child.resolve`, botocore's chain run in this process) for
+"""`aws.environment` against the child's answer (`aws.child_answer.resolve`, botocore's chain run in this process) for
 environments that say everything themselves, and None wherever only botocore's chain can tell; for a container
 credentials endpoint, against where botocore's own chain ends and the URL it would fetch."""
 
