@@ -54,7 +54,7 @@ class Resolved(NamedTuple):
 
 def child_command(*arguments: str) -> tuple[list[str], dict[str, str]]:
     """The child's command line and environment: this interpreter, this copy of the package."""
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds the package
     path = os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH"))))
     # -P: the working directory stays off sys.path, so another copy of the package there is not the one run
     return [sys.executable, "-P", "-m", "workerless_gevent.aws.child", *arguments], {**os.environ, "PYTHONPATH": path}
