@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..message import Message
 from .flow import SharedLimit, TargetFlow
@@ -26,6 +27,19 @@ QUEUE_STATES = ("starting", "ready", "idle", "failing", "paused", "draining")
 RETIRED_PAUSE_SECONDS = 3600.0  # what a retired queue tells the slots that drew their order before it left
 
 
+class ReceiveHold(Protocol):
+    """What holds a queue's receives back while a store its deliveries need is not usable (the idempotency
+    table's `idempotency.health.StoreGate`): the poller and the queue's watcher ask it before each receive."""
+
+    def hold_seconds(self) -> float:
+        """Until the queue may receive again (0: now)."""
+        ...
+
+    def hold_reason(self) -> str:
+        """Why it is held, for the status page and /readyz ('' while it is not)."""
+        ...
+
+
 @dataclass(eq=False)
 class QueueState:
     """One queue as the poller chooses: what it was built with, its receive side (`receiving`, the
@@ -37,7 +51,7 @@ class QueueState:
     window_seconds: float = 0.0  # a batching window (max_batching_window): how long to wait to fill take_size
     takes_one_group: bool = False  # FIFO: a delivery holds one message group's messages (an HTTP target's batch)
     fleet_gates: tuple[SharedLimit, ...] = ()  # its fleet-wide limits (fleet/): shares leased across daemons
-    receive_hold: Callable[[], float] | None = None  # seconds its receives wait (the idempotency table's hold)
+    receive_hold: ReceiveHold | None = None  # holds its receives back (the idempotency table's, while it fails)
     receiving: Receiving = field(init=False)
     busy_groups: set[str] = field(default_factory=set)
     in_flight: int = 0  # deliveries from this queue now
@@ -45,8 +59,8 @@ class QueueState:
 
     def __post_init__(self) -> None:
         self.receiving = Receiving(self.queue, self.take_size)
-        if self.receive_hold is not None:  # its watcher asks it too, not only the poller (through its gates)
-            self.receiving.hold_seconds = self.receive_hold
+        if self.receive_hold is not None:  # its watcher asks it too, not only the poller
+            self.receiving.hold_seconds = self.receive_hold.hold_seconds
 
     def wait_seconds(self) -> float:
         """0 when a delivery from this queue may start now; infinity while capped (a finish wakes)."""
@@ -58,9 +72,12 @@ class QueueState:
         seconds = self.paused_seconds()
         if self.flow is not None and seconds <= 0:
             seconds = self.flow.wait_seconds()
-        if seconds <= 0 and self.fleet_gates:  # asked only when nothing local holds the queue back
+        if seconds <= 0 and (self.fleet_gates or self.receive_hold is not None):  # when nothing local holds it back
             has_work = self.has_work()
-            seconds = max(gate.wait_seconds(has_work) for gate in self.fleet_gates)
+            waits = [gate.wait_seconds(has_work) for gate in self.fleet_gates]
+            if self.receive_hold is not None:
+                waits.append(self.receive_hold.hold_seconds())
+            seconds = max(waits)
         return seconds
 
     def has_work(self) -> bool:
@@ -120,6 +137,8 @@ def queue_row(state: QueueState, now: float) -> QueueRow:
     receiving = state.receiving
     paused = max(0.0, state.paused_seconds())
     lapsed = next((reason for gate in state.fleet_gates if (reason := gate.lapsed_reason())), "")
+    if not lapsed and state.receive_hold is not None:
+        lapsed = state.receive_hold.hold_reason()
     failing = receiving.failures > 0 or receiving.failing_since is not None
     if state.is_retired:
         word = "draining"

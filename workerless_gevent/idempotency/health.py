@@ -1,5 +1,5 @@
-"""Whether the idempotency table answers, as the poller (`StoreGate`), /readyz and the status page ask it:
-one record per daemon, since every queue with a key shares the table. Throttling is a failure like an
+"""Whether the idempotency table answers, as a keyed queue's receives (`StoreGate`), /readyz and the status
+page ask it: one record per daemon, since every queue with a key shares the table. Throttling is a failure like an
 outage; while it lasts, holding queues receive nothing and the table is probed with a write of our own."""
 
 from __future__ import annotations
@@ -91,13 +91,11 @@ class StoreHealth:
 
 
 class StoreGate:
-    """The poller's view of the table (`delivery.flow.SharedLimit`): a holding queue receives nothing while the
-    table is not usable, its watcher included (every receive spends one of a message's receives, and a queue's
-    redrive policy dead-letters a message received too often, delivered or not). Once a back-off has passed, the
-    table is probed with a write of the daemon's own, never with a queue's messages; the first that succeeds
-    resumes the queues (`wake`)."""
-
-    limit_id = "idempotency"
+    """The table as a keyed queue's receives see it (`delivery.queue_state.ReceiveHold`): a holding queue
+    receives nothing while the table is not usable, its watcher included (every receive spends one of a
+    message's receives, and a queue's redrive policy dead-letters a message received too often, delivered or
+    not). Once a back-off has passed, the table is probed with a write of the daemon's own, never with a
+    queue's messages; the first that succeeds resumes the queues (`wake`)."""
 
     def __init__(self, health: StoreHealth, probe: Callable[[], None], count_error: Callable[[], None],
                  wake: Callable[[], None]) -> None:
@@ -106,9 +104,6 @@ class StoreGate:
         self.count_error = count_error
         self.wake = wake
         self.prober: gevent.Greenlet | None = None
-
-    def wait_seconds(self, has_work: bool) -> float:
-        return self.hold_seconds()
 
     def hold_seconds(self) -> float:
         """Until a queue with a key may receive again: 0 unless the table is not usable yet or fails (holding)."""
@@ -139,16 +134,7 @@ class StoreGate:
         self.health.answered()
         self.wake()
 
-    def room(self) -> int:
-        return 1_000_000
-
-    def start(self) -> bool:
-        return False
-
-    def finish(self) -> None:
-        pass
-
-    def lapsed_reason(self) -> str:
+    def hold_reason(self) -> str:
         return self.health.problem()
 
 

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import gevent.event
 
 from ..aws.clients import Clients
 from ..config.model import Config, HttpTargetConfig, QueueConfig, TargetConfig
@@ -122,9 +119,3 @@ def build_idempotency(config: Config, clients: Clients, registry: Registry, rng:
                            "build one now)")
     return Idempotency(config, IdempotencyStore(dynamodb, config.idempotency.table), registry.count, rng)
 
-
-def make_table(idempotency: Idempotency, dynamodb: object, stopping: gevent.event.Event, rng: random.Random,
-               wake: Callable[[], None]) -> None:
-    """The idempotency table, created if missing, before the first claim (`Idempotency.make_table`, on the
-    client `dynamodb` its store writes through)."""
-    idempotency.make_table(stopping, rng, wake)

@@ -33,7 +33,7 @@ from ..metrics import Registry
 from ..observability.snapshot import TargetRow
 from ..supervision import log_greenlet_failure
 from ..targets.http_batch import BatchHttpTarget
-from .assembly import build_idempotency, build_parts, make_table
+from .assembly import build_idempotency, build_parts
 from .draining import wait_for_all_drained
 from .gates import ReadinessGates
 from .queue_states import build_queue_state
@@ -112,8 +112,7 @@ class Engine:
         """Queues with a key receive once the idempotency table is usable (or deliver, unclaimed)."""
         idempotency = self.idempotency
         if idempotency is not None:
-            self.table_maker = gevent.spawn(make_table, idempotency, idempotency.store.dynamodb, self.stopping,
-                                            self.rng, self.poller.wake.set)
+            self.table_maker = gevent.spawn(idempotency.make_table, self.stopping, self.rng, self.poller.wake.set)
             self.table_maker.link_exception(log_greenlet_failure)
 
     def use_idempotency(self, idempotency: Idempotency | None) -> None:
