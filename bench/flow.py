@@ -1,46 +1,17 @@
 #!/usr/bin/env python3
-"""The flow-control scenarios: rate accuracy, backpressure (AIMD) convergence, a capped high queue.
+"""The flow-control scenarios, each a ratio to the configured rate, capacity or free slots (`--only=flow`).
 
-    python bench/flow.py              2 runs of each (about 1.5 min)
-    python bench/flow.py --quick      1 run, shorter backlogs (about 30-40 s)
-    python bench/flow.py --runs=N --json=PATH --daemon-bin=PATH   (JSON: bench/results/flow-latest[-quick].json)
+    python bench/flow.py [--quick] [--runs=N] [--json=PATH] [--daemon-bin=PATH]   (default 2 runs; 1 with --quick)
 
-bench/run.py runs them too (`--only=flow`, through SCENARIOS and RUNNERS below). Everything is on
-127.0.0.1: fauxqs (bench/harness.py), the real bin/workerless on a TOML file written here
-(bench/results/conf/flow-*.toml), and the app: a ThreadingHTTPServer in this process that records
-every request (arrival, answer, queue, status) on the runner's monotonic clock, keeps the in-flight
-count per queue, sleeps `delay` before answering 200, and with a capacity N answers 429 without
-Retry-After to a request that arrives while N are in flight. Every figure is a ratio to the
-configured rate, capacity or free slots.
+The app is a ThreadingHTTPServer in this process that records every request (arrival, answer, queue, status) on the
+runner's clock, sleeps `delay` before answering 200, and with a capacity N answers 429 above N in flight.
 
-* rate      one queue, `rate_limit` 10, 50 and 200 on the target (concurrency 20, the app answers at
-            once), a backlog of burst + rate x `steady_s`. Steady rate: deliveries per second from the
-            later of (first arrival + 1.5 s) and the moment the burst is spent (arrivals so far >=
-            burst + rate x elapsed) to the last arrival, / rate_limit. Bound: the most arrivals in any
-            10 s window (the whole run when it is shorter) and in any 1 s window, / (rate x W + burst).
-* aimd      an app that takes N = 8 at once (50 ms each) and answers 429 above that; concurrency 50,
-            overload "backpressure" (the default), max_retries 3 with a dead-letter queue,
-            error_visibility_timeout 1. In flight at the app = requests it accepted and has not answered
-            (so at most N). Moving average = the time-weighted mean of that over the trailing 1 s
-            (from the first request while less than 1 s has passed), sampled every 50 ms. Convergence
-            time = from the first request to the first sample at which the app has been at N at least
-            once and from which the moving average stays >= 0.7 N until 95 % of the messages were
-            delivered (the drain's tail is left out); 0.05 s means it never fell below. Also: the
-            mean in flight / N over the second half of [first request, 95 % delivered], the lowest
-            moving average there and the share of it during which the app had nothing in flight,
-            the share of 429 answers (and their number in the first second: the overshoot at the
-            start, as large as what the first receives bring), lost (messages never answered 2xx
-            and not left in the queue after the daemon stopped: must be 0), dead-lettered (what the
-            dead-letter queue holds: must be 0). The limit's sawtooth (halved at N + 1, one more per
-            `limit` successes) averages about 0.75 N.
-            The daemon's own view, from its /status every 100 ms over the same second half: its
-            adaptive limit (mean / N, and the lowest) and its deliveries in flight (mean / N).
-* priority  strategy "priority", concurrency 10, a high queue with max_concurrency 3 and a backlog, a
-            low queue with a backlog, the app answers after 50 ms. While high is capped (from its
-            first arrival + 0.5 s to its last arrival) the time-weighted mean of low's in flight /
-            (concurrency - 3): the low queue's share of the slots high may not use (expect ~1.0);
-            the same over high's mean in flight / 3 (each slot loses the same gap between an answer
-            and its next request; this ratio leaves that out); high's peak in flight (must be <= 3).
+* rate      `rate_limit` 10, 50 and 200 on one queue: the steady rate once the burst is spent, and the most arrivals
+            in any 10 s and 1 s window, over rate x W + burst.
+* aimd      an app that takes N = 8 at once, overload "backpressure": time to converge (the trailing-1 s mean in flight
+            staying >= 0.7 N), mean in flight / N over the second half, 429s, lost and dead-lettered messages (0),
+            and the daemon's own adaptive limit from /status.
+* priority  a high queue capped at 3 of 10 slots beside a low one: low's share of the 7 slots high may not use.
 """
 
 from __future__ import annotations
@@ -48,8 +19,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
-import platform
 import sys
 import threading
 import time
@@ -61,7 +30,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
-from harness import RESULTS, Sqs, Worker, free_port, log, spread, unique, worker_env  # noqa: E402
+import report  # noqa: E402
+from figures import spreads  # noqa: E402
+from harness import RESULTS, Worker, free_port, unique  # noqa: E402
+from scenario import Scenario, interleave  # noqa: E402
+from session import Bench, Settings  # noqa: E402
 
 SCENARIOS = ("flow",)
 RATES = (10, 50, 200)
@@ -189,28 +162,12 @@ def most_in_window(arrivals: list[float], seconds: float) -> int:
 # ---------------------------------------------------------------- the daemon
 
 
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value) if isinstance(value, str) else str(value)
-
-
 def start_daemon(bench: Any, label: str, *, concurrency: int, queues: list[dict[str, Any]],
                  target: dict[str, Any], strategy: str = "priority", status_port: int | None = None) -> Worker:
     """bin/workerless on a config file written here (the flow-control keys have no flags), started."""
-    lines = [f"concurrency = {concurrency}", "shutdown_timeout = 10", "", "[polling]",
-             f'strategy = "{strategy}"', "poll_for = 1", "batch_size = 10", ""]
-    for queue in queues:
-        lines += ["[[queues]]", *(f"{key} = {toml_value(value)}" for key, value in queue.items()), ""]
-    lines += ["[targets.default]", 'type = "http"', *(f"{key} = {toml_value(value)}" for key, value in target.items())]
-    if status_port is not None:
-        lines += ["", "[status]", f'listen = "127.0.0.1:{status_port}"']
-    path = RESULTS / "conf" / f"{label}.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    argv = [sys.executable, str(harness.DAEMON_BIN), "-c", str(path)]
-    worker = Worker("daemon", label, argv, worker_env(bench.fauxqs.url), cwd=harness.DAEMON_BIN.resolve().parent.parent)
-    bench.workers.append(worker)
+    worker = bench.daemon(label, queues=queues, concurrency=concurrency, target={"type": "http", **target},
+                          polling={"strategy": strategy, "poll_for": 1, "batch_size": 10},
+                          tables={"status": {"listen": f"127.0.0.1:{status_port}"}} if status_port else None)
     worker.start().wait_started(60)
     return worker
 
@@ -255,8 +212,7 @@ def wait_for(condition: Any, timeout: float, worker: Worker) -> bool:
 # ---------------------------------------------------------------- scenarios
 
 
-def rate_run(bench: Any, rate: int, label: str) -> dict[str, Any]:
-    s: FlowSettings = bench.flow_settings
+def rate_run(bench: Any, s: FlowSettings, rate: int, label: str) -> dict[str, Any]:
     burst, messages = rate, int(rate + rate * s.steady_s)
     url = bench.sqs.create(name := unique(label))
     bench.sqs.send_many(url, messages, "rate")
@@ -303,8 +259,7 @@ def convergence(ok: list[Request], t0: float, end: float, capacity: int, thresho
     return max(found, peak_at) - t0
 
 
-def aimd_run(bench: Any, label: str) -> dict[str, Any]:
-    s: FlowSettings = bench.flow_settings
+def aimd_run(bench: Any, s: FlowSettings, label: str) -> dict[str, Any]:
     messages = s.aimd_messages
     url, dead_url = bench.sqs.create(name := unique(label)), bench.sqs.create(dead := unique(label + "-dlq"))
     bench.sqs.send_many(url, messages, "aimd")
@@ -363,8 +318,7 @@ def aimd_figures(requests: list[Request], messages: int, capacity: int, threshol
             "never_answered_2xx": messages - len(first_ok), "second_half": (middle, end)}
 
 
-def priority_run(bench: Any, label: str) -> dict[str, Any]:
-    s: FlowSettings = bench.flow_settings
+def priority_run(bench: Any, s: FlowSettings, label: str) -> dict[str, Any]:
     high, low = unique(label + "-high"), unique(label + "-low")
     high_url, low_url = bench.sqs.create(high), bench.sqs.create(low)
     bench.sqs.send_many(high_url, s.high_messages, "high")
@@ -395,44 +349,41 @@ def priority_run(bench: Any, label: str) -> dict[str, Any]:
 
 def run(bench: Any) -> dict[str, Any]:
     """Every flow scenario `bench.settings.runs` times; figures as spreads over the runs."""
-    s = bench.flow_settings = FlowSettings(bench.settings.quick)
-    runs: dict[str, list[dict[str, Any]]] = {f"rate_{rate}": [] for rate in RATES}
-    runs.update(aimd=[], priority=[])
-    for index in range(bench.settings.runs):
-        for rate in RATES:
-            result = rate_run(bench, rate, f"flow-rate{rate}-{index}")
-            runs[f"rate_{rate}"].append(result)
-            log(f"  flow rate_limit {rate}/s run {index + 1}: steady {result['steady_per_s']:.2f}/s "
-                f"(x{result['steady_ratio']:.3f}); most in 10 s {result['max_10s']} (x{result['max_10s_ratio']:.3f} of "
-                f"10r+burst), in 1 s {result['max_1s']} (x{result['max_1s_ratio']:.3f} of r+burst)")
-        result = aimd_run(bench, f"flow-aimd-{index}")
-        runs["aimd"].append(result)
-        converged = result["convergence_s"]
-        log(f"  flow aimd run {index + 1}: converged in {'never' if converged is None else f'{converged:.2f} s'}, "
-            f"mean in flight x{result['mean_in_flight_second_half_ratio']:.3f} of N={s.capacity} (second half), "
-            f"429 share {result['busy_share']:.3f}, lost {result['lost']}, dead-lettered {result['dead_lettered']}")
-        result = priority_run(bench, f"flow-priority-{index}")
-        runs["priority"].append(result)
-        log(f"  flow priority run {index + 1}: low's share of the {s.priority_concurrency - s.high_cap} free slots "
-            f"x{result['low_share_of_free_slots']:.3f} (x{result['low_share_relative_to_high']:.3f} of high's / cap), "
-            f"high peak {result['high_peak_in_flight']} (cap {s.high_cap})")
+    s = FlowSettings(bench.settings.quick)
+    cases = {**{f"rate_{rate}": lambda i, rate=rate: rate_run(bench, s, rate, f"flow-rate{rate}-{i}") for rate in RATES},
+             "aimd": lambda i: aimd_run(bench, s, f"flow-aimd-{i}"),
+             "priority": lambda i: priority_run(bench, s, f"flow-priority-{i}")}
+    runs = interleave(bench.settings.runs, cases, lambda case, i: cases[case](i), lambda case, i, r: say(s, case, i, r))
     out: dict[str, Any] = {}
     for name, results in runs.items():
         keys = [key for key in results[0] if any(isinstance(r[key], (int, float)) and not isinstance(r[key], bool)
                                                  for r in results)]
-        out[name] = {key: spread([r[key] for r in results]) for key in keys}
-        out[name]["runs"] = results
+        out[name] = {**spreads(results, keys), "runs": results}
     out["settings"] = dict(vars(s))
     return out
 
 
-RUNNERS = {"flow": run}
+def say(s: FlowSettings, case: str, index: int, r: dict[str, Any]) -> str:
+    if case.startswith("rate_"):
+        return (f"flow rate_limit {r['rate_limit']}/s run {index + 1}: steady {r['steady_per_s']:.2f}/s "
+                f"(x{r['steady_ratio']:.3f}); most in 10 s x{r['max_10s_ratio']:.3f} of 10r+burst, in 1 s "
+                f"x{r['max_1s_ratio']:.3f} of r+burst")
+    if case == "aimd":
+        converged = "never" if r["convergence_s"] is None else f"{r['convergence_s']:.2f} s"
+        return (f"flow aimd run {index + 1}: converged in {converged}, mean in flight "
+                f"x{r['mean_in_flight_second_half_ratio']:.3f} of N={s.capacity} (second half), 429 share "
+                f"{r['busy_share']:.3f}, lost {r['lost']}, dead-lettered {r['dead_lettered']}")
+    return (f"flow priority run {index + 1}: low's share of the free slots x{r['low_share_of_free_slots']:.3f} "
+            f"(x{r['low_share_relative_to_high'] or 0:.3f} of high's / cap), high peak {r['high_peak_in_flight']}")
+
+
+SCENARIOS = (Scenario("flow", run),)
 
 
 # ---------------------------------------------------------------- standalone
 
 
-def report(out: dict[str, Any]) -> list[str]:
+def lines(out: dict[str, Any]) -> list[str]:
     """The figures as lines: median [min-max] over the runs."""
     def cell(block: dict[str, Any], key: str, digits: int = 3) -> str:
         item = block.get(key) or {"median": None}
@@ -468,23 +419,6 @@ def report(out: dict[str, Any]) -> list[str]:
     return lines
 
 
-class Standalone:
-    """What run() needs of bench/run.py's Bench: fauxqs, the runner's SQS client, settings, workers."""
-
-    def __init__(self, quick: bool, runs: int) -> None:
-        self.settings = argparse.Namespace(quick=quick, runs=runs)
-        harness.ensure_fauxqs()
-        self.fauxqs = harness.Fauxqs()
-        self.sqs = Sqs(self.fauxqs.direct_url)
-        self.workers: list[Worker] = []
-
-    def close(self) -> None:
-        for worker in self.workers:
-            if worker.exit_code is None:
-                worker.kill()
-        self.fauxqs.stop()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 run, shorter backlogs")
@@ -496,22 +430,15 @@ def main() -> int:
         harness.DAEMON_BIN = Path(args.daemon_bin).resolve()
     runs = args.runs or (1 if args.quick else 2)
     path = Path(args.json or RESULTS / ("flow-latest-quick.json" if args.quick else "flow-latest.json"))
-    results: dict[str, Any] = {"command": " ".join(["python bench/flow.py", *sys.argv[1:]]), "quick": args.quick,
-                               "runs": runs, "daemon_bin": str(harness.DAEMON_BIN),
-                               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                               "machine": {"nproc": os.cpu_count(), "python": platform.python_version(),
-                                           "loadavg_start": os.getloadavg()}}
-    began = time.monotonic()
-    bench = Standalone(args.quick, runs)
+    results = report.header(" ".join(["python bench/flow.py", *sys.argv[1:]]), args.quick, runs)
+    bench = Bench(Settings(args.quick, runs))
     try:
         results["scenarios"] = {"flow": run(bench)}
     finally:
         bench.close()
-    results["seconds"] = round(time.monotonic() - began, 1)
-    results["machine"]["loadavg_end"] = os.getloadavg()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print("\n".join(report(results["scenarios"]["flow"])))
+    report.finish(results)
+    report.write_results(str(path), results)
+    print("\n".join(lines(results["scenarios"]["flow"])))
     print(f"wrote {path} in {results['seconds']:.0f}s")
     return 0
 

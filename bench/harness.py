@@ -1,8 +1,6 @@
-"""The moving parts of the benchmark: fauxqs, the sink, the counting proxy, and the measured
-processes (the real bin/workerless and the plain baseline), all on 127.0.0.1.
-
-The runner itself is plain CPython (no gevent): it starts every part as a subprocess, feeds the
-queues with boto3 from a few threads, and samples the measured process from /proc.
+"""The moving parts of the benchmark, all on 127.0.0.1: the node services (fauxqs, the sink, the counting proxy, the
+DynamoDB stand-in, the OTLP collector), the runner's SQS client, and the measured processes (bin/workerless on a
+generated TOML file, bench/baseline.py), sampled from /proc. The runner itself is plain CPython (no gevent).
 """
 
 from __future__ import annotations
@@ -11,7 +9,6 @@ import http.client
 import json
 import os
 import shutil
-import statistics
 import signal
 import socket
 import subprocess
@@ -38,7 +35,7 @@ def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-# ---------------------------------------------------------------- node parts
+# ---------------------------------------------------------------- node services
 
 
 def ensure_fauxqs() -> None:
@@ -49,14 +46,12 @@ def ensure_fauxqs() -> None:
     if npm is None or shutil.which("node") is None:
         raise SystemExit("bench: node and npm are needed for the fauxqs SQS emulator (apt-get install nodejs npm)")
     log("bench: installing fauxqs into bench/node_modules ...")
-    command = [npm, "install", "--prefix", str(BENCH), "--no-audit", "--no-fund", "--loglevel=error"]
-    if not (BENCH / "package.json").exists():
-        command.append("fauxqs")
-    subprocess.run(command, check=True, cwd=BENCH)
+    subprocess.run([npm, "install", "--prefix", str(BENCH), "--no-audit", "--no-fund", "--loglevel=error"],
+                   check=True, cwd=BENCH)
 
 
 class NodeService:
-    """A node script that prints {"port": N} once listening."""
+    """A node script that prints {"port": N} once listening, and answers GET/POST /_bench/... with JSON."""
 
     def __init__(self, name: str, script: str, *args: str) -> None:
         LOGS.mkdir(parents=True, exist_ok=True)
@@ -64,24 +59,31 @@ class NodeService:
         self.stderr = open(LOGS / f"{name}.log", "wb")
         self.process = subprocess.Popen(["node", str(BENCH / script), *args], cwd=BENCH,
                                         stdout=subprocess.PIPE, stderr=self.stderr)
-        line = self._read_line(timeout=30)
-        self.info = json.loads(line)
+        line: list[bytes] = []
+        reader = threading.Thread(target=lambda: line.append(self.process.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(30)
+        if not line or not line[0]:
+            self.stop()
+            raise SystemExit(f"bench: {name} did not start; see {LOGS / (name + '.log')}")
+        self.info = json.loads(line[0].decode())
         self.port = int(self.info["port"])
         self.url = f"http://127.0.0.1:{self.port}"
-
-    def _read_line(self, timeout: float) -> str:
-        result: list[bytes] = []
-        reader = threading.Thread(target=lambda: result.append(self.process.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(timeout)
-        if not result or not result[0]:
-            self.stop()
-            raise SystemExit(f"bench: {self.name} did not start; see {LOGS / (self.name + '.log')}")
-        return result[0].decode()
+        self.control = JsonHttp(int(self.info.get("direct_port", self.port)))
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def call(self, method: str, path: str) -> Any:
+        return self.control.call(method, "/_bench/" + path)
+
+    def set_delay(self, ms: float) -> dict[str, Any]:
+        """Round trip added to every answer from now on (for SQS and DynamoDB: half before handling, half after)."""
+        return self.call("POST", f"delay?ms={ms}")
+
+    def stats(self, query: str = "") -> dict[str, Any]:
+        return self.call("GET", "stats" + query)
 
     def stop(self) -> None:
         stop_process(self.process, 5)
@@ -99,8 +101,7 @@ class JsonHttp:
         for attempt in range(2):
             try:
                 self.connection.request(method, path, body=b"" if method == "POST" else None)
-                response = self.connection.getresponse()
-                return json.loads(response.read())
+                return json.loads(self.connection.getresponse().read())
             except (OSError, http.client.HTTPException):
                 self.connection.close()
                 self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
@@ -110,47 +111,40 @@ class JsonHttp:
 
 
 class Fauxqs(NodeService):
-    """fauxqs on two ports (bench/fauxqs_server.mjs): `url` for the measured workers, delayed by the
-    round trip time set with set_delay (0 unless FAUXQS_DELAY_MS is set) and counted by queue, and
-    `direct_url` for the runner's own setup, never delayed."""
+    """fauxqs on two ports (bench/fauxqs_server.mjs): `url` for the measured workers, delayed by set_delay (0 unless
+    FAUXQS_DELAY_MS is set) and counted by queue; `direct_url` for the runner's own setup, never delayed."""
 
     def __init__(self) -> None:
         super().__init__("fauxqs", "fauxqs_server.mjs")
-        self.direct_port = int(self.info["direct_port"])
-        self.direct_url = f"http://127.0.0.1:{self.direct_port}"
-        self.control = JsonHttp(self.direct_port)
+        self.direct_url = f"http://127.0.0.1:{self.info['direct_port']}"
         self.default_delay_ms = float(self.stats()["delay_ms"])
-
-    def set_delay(self, ms: float) -> dict[str, Any]:
-        """Round trip added to every answer on `url` from now on (half before handling, half after)."""
-        return self.control.call("POST", f"/_bench/delay?ms={ms}")
-
-    def stats(self, queue: str | None = None) -> dict[str, Any]:
-        """{delay_ms, delayed, mean_added_ms, counts: {queue: {action: n}}} of the measured port."""
-        return self.control.call("GET", "/_bench/stats" + (f"?queue={queue}" if queue else ""))
 
     def requests(self, queue: str) -> dict[str, int]:
         """Requests the workers made on `url` for one queue, by action (GetQueueUrl by QueueName)."""
-        return self.stats(queue)["counts"].get(queue, {})
+        return self.stats(f"?queue={queue}")["counts"].get(queue, {})
+
+    def requests_of(self, names: list[str]) -> dict[str, int]:
+        """Requests so far on a set of queues, by action."""
+        counts, total = self.stats()["counts"], {}
+        for name in names:
+            for action, n in counts.get(name, {}).items():
+                total[action] = total.get(action, 0) + n
+        return total
 
     def forget(self, queue: str) -> None:
-        self.control.call("POST", f"/_bench/forget?queue={queue}")
+        self.call("POST", f"forget?queue={queue}")
 
 
 class Sink(NodeService):
     def __init__(self) -> None:
         super().__init__("sink", "sink.mjs")
-        self.control = JsonHttp(self.port)
         self.waiter = JsonHttp(self.port)
 
     def reset(self, delay_ms: float = 0) -> dict[str, Any]:
-        return self.control.call("POST", f"/_bench/reset?delay_ms={delay_ms}")
-
-    def stats(self) -> dict[str, Any]:
-        return self.control.call("GET", "/_bench/stats")
+        return self.call("POST", f"reset?delay_ms={delay_ms}")
 
     def events(self, start: int = 0) -> list[tuple[float, str]]:
-        return [(t, q) for t, q in self.control.call("GET", f"/_bench/events?from={start}")]
+        return [(t, q) for t, q in self.call("GET", f"events?from={start}")]
 
     def wait(self, count: int, timeout: float) -> dict[str, Any]:
         return self.waiter.call("GET", f"/_bench/wait?count={count}&timeout_ms={int(timeout * 1000)}")
@@ -160,7 +154,7 @@ class Sink(NodeService):
         best = None
         for _ in range(7):
             before = time.time() * 1000
-            now = self.control.call("GET", "/_bench/stats")["now"]
+            now = self.stats()["now"]
             after = time.time() * 1000
             if best is None or after - before < best[0]:
                 best = (after - before, now - (before + after) / 2)
@@ -168,63 +162,54 @@ class Sink(NodeService):
 
 
 class DynamoStandIn(NodeService):
-    """bench/dynamodb_standin.mjs: the daemon's DynamoDB calls of idempotent delivery, in memory, with a round
-    trip knob, counted by table and action."""
+    """bench/dynamodb_standin.mjs: idempotent delivery's DynamoDB calls, in memory, counted by table and action."""
 
     def __init__(self) -> None:
         super().__init__("dynamodb_standin", "dynamodb_standin.mjs")
-        self.control = JsonHttp(self.port)
-
-    def set_delay(self, ms: float) -> dict[str, Any]:
-        """Round trip added to every answer from now on (half before applying the request, half after)."""
-        return self.control.call("POST", f"/_bench/delay?ms={ms}")
-
-    def stats(self, table: str | None = None) -> dict[str, Any]:
-        """{delay_ms, mean_added_ms, requests: {table: {action: n}}, items: {table: {action: n}}}."""
-        return self.control.call("GET", "/_bench/stats" + (f"?table={table}" if table else ""))
 
     def create(self, table: str) -> None:
         """A table keyed by `slot` (TTL off), there before the daemon starts, as in a deployment after its first
         start: the daemon then only describes it and turns TTL on."""
-        self.control.call("POST", f"/_bench/create?table={table}")
+        self.call("POST", f"create?table={table}")
 
     def forget(self, table: str) -> None:
-        self.control.call("POST", f"/_bench/forget?table={table}")
+        self.call("POST", f"forget?table={table}")
+
+
+class OtlpSink(NodeService):
+    """bench/otlp_sink.mjs: an OTLP/HTTP collector counting export requests, their bytes and spans."""
+
+    def __init__(self) -> None:
+        super().__init__("otlp_sink", "otlp_sink.mjs")
+
+    def reset(self) -> dict[str, Any]:
+        return self.call("POST", "reset")
+
+
+class Proxy(NodeService):
+    """bench/sqs_proxy.mjs: logs every SQS request the workers make through it."""
+
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__("proxy", "sqs_proxy.mjs", str(upstream_port))
+
+    def entries(self, start: int = 0) -> list[list[Any]]:
+        return self.call("GET", f"log?from={start}")
+
+    def count(self) -> int:
+        return len(self.entries())
 
 
 @dataclass(frozen=True)
 class Idempotent:
-    """A daemon's idempotent delivery: every queue gets `idempotency_key`, [idempotency] names `table`, and
-    DynamoDB is at `dynamodb_url` (AWS_ENDPOINT_URL_DYNAMODB)."""
+    """Every queue gets `idempotency_key`, [idempotency] names `table`, DynamoDB is at `dynamodb_url`."""
     dynamodb_url: str
     table: str
     key: str = "message_id"
 
 
-class OtlpSink(NodeService):
-    """bench/otlp_sink.mjs: an OTLP/HTTP collector that answers 200 at once (or after a set delay) and counts
-    export requests, their bytes and the spans in them."""
-
-    def __init__(self) -> None:
-        super().__init__("otlp_sink", "otlp_sink.mjs")
-        self.control = JsonHttp(self.port)
-
-    def reset(self) -> dict[str, Any]:
-        return self.control.call("POST", "/_bench/reset")
-
-    def set_delay(self, ms: float) -> dict[str, Any]:
-        return self.control.call("POST", f"/_bench/delay?ms={ms}")
-
-    def stats(self) -> dict[str, Any]:
-        """{requests, bytes, spans, delay_ms, in_flight, max_in_flight, bad} since the last reset."""
-        return self.control.call("GET", "/_bench/stats")
-
-
 @dataclass(frozen=True)
 class Traced:
-    """A daemon with `[tracing] exporter = "otlp"`: spans to `endpoint` (OTEL_EXPORTER_OTLP_ENDPOINT), sampled
-    by `sampler` (OTEL_TRACES_SAMPLER, with OTEL_TRACES_SAMPLER_ARG when `sampler_arg` is set), and any
-    other OTEL_* variables in `env` (the span buffer's OTEL_BSP_*)."""
+    """`[tracing] exporter = "otlp"` to `endpoint`, sampled by `sampler` (with `sampler_arg`), other OTEL_* in `env`."""
     endpoint: str
     sampler: str = "always_on"
     sampler_arg: str | None = None
@@ -235,18 +220,6 @@ class Traced:
         if self.sampler_arg is not None:
             out["OTEL_TRACES_SAMPLER_ARG"] = self.sampler_arg
         return out
-
-
-class Proxy(NodeService):
-    def __init__(self, upstream_port: int) -> None:
-        super().__init__("proxy", "sqs_proxy.mjs", str(upstream_port))
-        self.control = JsonHttp(self.port)
-
-    def entries(self, start: int = 0) -> list[list[Any]]:
-        return self.control.call("GET", f"/_bench/log?from={start}")
-
-    def count(self) -> int:
-        return len(self.entries())
 
 
 # ---------------------------------------------------------------- SQS feeding
@@ -503,75 +476,40 @@ class Worker:
 
 
 def worker_env(endpoint: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("AWS_", "WORKERLESS_", "OTEL_"))}
-    env.update(AWS_ENV)
-    env["AWS_ENDPOINT_URL"] = endpoint
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "WORKERLESS_", "OTEL_"))}
+    return {**env, **AWS_ENV, "AWS_ENDPOINT_URL": endpoint, "PYTHONUNBUFFERED": "1"}
 
 
-def daemon_config(path: Path, *, queues: list[str], sink_url: str, concurrency: int, poll_for: int,
-                  max_connections: int | None = None, batch_size: int = 10,
-                  lambda_function: str | None = None, lambda_batch_size: int = 1,
-                  idempotent: Idempotent | None = None, traced: bool = False,
-                  target_keys: dict[str, Any] | None = None) -> Path:
-    """A TOML file with only the documented keys of DESIGN.md section 1. With lambda_function the target is
-    a Lambda function (conf/example.toml's [targets.billing]) instead of the sink's URL; the Invoke calls go
-    wherever AWS_ENDPOINT_URL_LAMBDA points (make_daemon's lambda_endpoint). With idempotent, every queue
-    has its idempotency_key and [idempotency] names the table. With traced, [tracing] exports over OTLP.
-    target_keys: more keys of the HTTP target (`batch_size`, `max_batching_window`), numbers as written."""
-    lines = [
-        f"concurrency = {concurrency}",
-        "shutdown_timeout = 10",
-        "",
-        "[polling]",
-        f"poll_for = {poll_for}",
-        f"batch_size = {batch_size}",
-        "",
-    ]
-    if idempotent is not None:
-        lines += ["[idempotency]", f'table = "{idempotent.table}"', ""]
-    if traced:
-        lines += ["[tracing]", 'exporter = "otlp"', ""]
-    for name in queues:
-        lines += ["[[queues]]", f'name = "{name}"']
-        lines += [f'idempotency_key = "{idempotent.key}"', ""] if idempotent is not None else [""]
-    if lambda_function:
-        lines += ["[targets.default]", 'type = "lambda"', f'function = "{lambda_function}"',
-                  f"batch_size = {lambda_batch_size}", "timeout = 60"]
-    else:
-        lines += ["[targets.default]", 'type = "http"', f'url = "{sink_url}/"']
-        if max_connections is not None:
-            lines.append(f"max_connections = {max_connections}")
-        lines += [f"{key} = {value}" for key, value in (target_keys or {}).items()]
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def write_config(label: str, *, concurrency: int, queues: list[dict[str, Any]], target: dict[str, Any],
+                 polling: dict[str, Any], tables: dict[str, dict[str, Any]] | None = None) -> Path:
+    """bench/results/conf/LABEL.toml: only documented keys; `tables` adds [idempotency], [tracing], [fleet], ..."""
+    def table(header: str, keys: dict[str, Any]) -> list[str]:
+        return [header, *(f"{key} = {toml_value(value)}" for key, value in keys.items()), ""]
+
+    lines = [f"concurrency = {concurrency}", "shutdown_timeout = 10", "", *table("[polling]", polling)]
+    for name, keys in (tables or {}).items():
+        lines += table(f"[{name}]", keys)
+    for queue in queues:
+        lines += table("[[queues]]", queue)
+    lines += table("[targets.default]", target)
+    path = RESULTS / "conf" / f"{label}.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines))
     return path
 
 
-def make_daemon(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,
-                poll_for: int, max_connections: int | None = None, extra: tuple[str, ...] = (),
-                lambda_function: str | None = None, lambda_endpoint: str | None = None,
-                idempotent: Idempotent | None = None, traced: Traced | None = None,
-                target_keys: dict[str, Any] | None = None) -> Worker:
-    """The daemon on a generated config; with lambda_function it delivers to that Lambda function through
-    lambda_endpoint (AWS_ENDPOINT_URL_LAMBDA: boto3's per-service endpoint, which wins over AWS_ENDPOINT_URL)."""
-    config = daemon_config(RESULTS / "conf" / f"{label}.toml", queues=queues, sink_url=sink_url,
-                           concurrency=concurrency, poll_for=poll_for, max_connections=max_connections,
-                           lambda_function=lambda_function, idempotent=idempotent, traced=traced is not None,
-                           target_keys=target_keys)
+def make_daemon(label: str, endpoint: str, config: Path, extra: tuple[str, ...] = (),
+                env: dict[str, str] | None = None) -> Worker:
+    """bin/workerless on `config`, run from its own checkout as one runs it: a `python -m` child of the daemon would
+    put the working directory first on its sys.path and import this checkout's workerless_gevent instead."""
     argv = [sys.executable, str(DAEMON_BIN), "-c", str(config), *extra]
-    env = worker_env(endpoint)
-    if lambda_endpoint:
-        env["AWS_ENDPOINT_URL_LAMBDA"] = lambda_endpoint
-    if idempotent is not None:
-        env["AWS_ENDPOINT_URL_DYNAMODB"] = idempotent.dynamodb_url
-    if traced is not None:
-        env.update(traced.variables())
-    # From its own checkout, as one runs it: a `python -m` child of the daemon would put the working
-    # directory first on its sys.path and import this checkout's workerless_gevent instead.
-    return Worker("daemon", label, argv, env, cwd=DAEMON_BIN.resolve().parent.parent)
+    return Worker("daemon", label, argv, {**worker_env(endpoint), **(env or {})}, cwd=DAEMON_BIN.resolve().parent.parent)
 
 
 def make_baseline(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,
@@ -581,28 +519,3 @@ def make_baseline(label: str, endpoint: str, *, queues: list[str], sink_url: str
     if max_messages:
         argv.append(f"--max-messages={max_messages}")
     return Worker("baseline", label, argv, worker_env(endpoint))
-
-
-# ---------------------------------------------------------------- figures
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile: p99 of 20 samples is the largest."""
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))
-    return ordered[int(rank) - 1]
-
-
-def paired(over: list[dict[str, Any]], under: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    """Run i of one case over run i of another (run by run, minutes apart at most), for each i where both have
-    the figure."""
-    return spread([a[key] / b[key] for a, b in zip(over, under) if a.get(key) and b.get(key)])
-
-
-def spread(values: list[Any]) -> dict[str, Any]:
-    """median, min, max and every run's value, None values left out."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return {"median": None, "min": None, "max": None, "runs": []}
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "runs": [round(v, 4) if isinstance(v, float) else v for v in values]}

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
-from harness import RESULTS, Traced, make_daemon, unique  # noqa: E402
+from harness import RESULTS, Traced  # noqa: E402
 from session import Bench, Settings  # noqa: E402
 
 
@@ -74,17 +74,15 @@ def instructions(bench: Bench, daemon_bin: Path, label: str, messages: int, samp
                  timeout: float | None = None, batch: int = 512) -> int:
     """The instructions callgrind counted for one whole run of the daemon draining `messages`."""
     harness.DAEMON_BIN = daemon_bin
-    name = unique(f"instructions-{label}")
-    url = bench.sqs.create(name)
-    bench.sqs.send_many(url, messages, "bulk")
-    bench.sink.reset(0)
-    worker = make_daemon(f"instructions-{label}", bench.fauxqs.url, queues=[name], sink_url=bench.sink.url,
-                         concurrency=50, poll_for=1, extra=(f"--max-messages={messages}",),
-                         traced=traced(bench, sampler, batch))
+    name, url = bench.backlog(f"instructions-{label}", messages)
+    tracing = traced(bench, sampler, batch)
+    worker = bench.daemon(f"instructions-{label}", queues=[name], concurrency=50, extra=(f"--max-messages={messages}",),
+                          tables={"tracing": {"exporter": "otlp"}} if tracing else None,
+                          env=tracing.variables() if tracing else None)
     out = RESULTS / f"callgrind-{label}-{messages}.out"
     worker.argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *worker.argv]
     worker.env["PYTHONHASHSEED"] = "0"
-    bench.workers.append(worker.start())
+    worker.start()
     if worker.wait(timeout or 60 + messages / 5) is None:
         worker.stop()
     bench.sqs.delete(url)

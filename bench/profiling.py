@@ -15,22 +15,22 @@ import time
 from typing import Any
 
 import harness
-from harness import RESULTS, log, make_baseline, make_daemon, unique
+from harness import RESULTS, log, make_baseline
 from profile_summary import summarize_profile
 from session import Bench
 
 
 def switches(bench: Bench, kind: str, messages: int = 3000) -> dict[str, Any]:
     """Greenlet switches per delivered message (bench/switches.py wraps the worker)."""
-    name = unique(f"switches-{kind}")
-    url = bench.sqs.create(name)
-    bench.sqs.send_many(url, messages, "bulk")
-    bench.sink.reset(0)
-    worker = (make_daemon if kind == "daemon" else make_baseline)(
-        f"switches-{kind}", bench.fauxqs.url, queues=[name], sink_url=bench.sink.url, concurrency=50, poll_for=1,
-        **({"extra": (f"--max-messages={messages}",)} if kind == "daemon" else {"max_messages": messages}))
+    name, url = bench.backlog(f"switches-{kind}", messages)
+    if kind == "daemon":
+        worker = bench.daemon(f"switches-{kind}", queues=[name], concurrency=50, extra=(f"--max-messages={messages}",))
+    else:
+        worker = make_baseline(f"switches-{kind}", bench.fauxqs.url, queues=[name], sink_url=bench.sink.url,
+                               concurrency=50, poll_for=1, max_messages=messages)
+        bench.workers.append(worker)
     worker.argv = [sys.executable, str(harness.BENCH / "switches.py"), *worker.argv[1:]]
-    bench.workers.append(worker.start())
+    worker.start()
     if worker.wait(120) is None:
         worker.stop()
     bench.sqs.delete(url)
@@ -47,10 +47,7 @@ def profile(bench: Bench, kind: str = "daemon", messages: int = 20000) -> dict[s
     py_spy = find_py_spy()
     if py_spy is None:
         return {"error": "py-spy is not installed"}
-    name = unique(f"profile-{kind}")
-    url = bench.sqs.create(name)
-    bench.sqs.send_many(url, messages, "bulk")
-    bench.sink.reset(0)
+    name, url = bench.backlog(f"profile-{kind}", messages)
     worker = bench.worker(kind, f"profile-{kind}", queues=[name], concurrency=50, max_messages=messages)
     worker.wait_started()
     raw = RESULTS / f"profile-{kind}.txt"

@@ -1,15 +1,7 @@
-"""The redrive scenario of bench/run.py: how fast `workerless redrive` empties a dead-letter queue (issue 30 item 1).
-
-* redrive  a dead-letter queue on fauxqs loaded with 20,000 messages (2,000 with --quick), each naming its source
-           queue in `workerless.source_queue` as the daemon's dead letters do, moved back by the real
-           `bin/workerless redrive DLQ --parallel=N` at N = 10 (the default) and N = 1 (one batch at a time, as
-           before), at an SQS round trip of 0 and of 20 ms (fauxqs's delayed port). --parallel=1 moves 5,000
-           (1,000 with --quick): one batch after another, its rate is flat from the first batch on. The rate is
-           the command's own (its last progress line: messages moved over the time from its first receive
-           to its last delete); `wall_msgs_per_s` counts the process's start too. After each run the runner
-           reads the source queue back and counts every body: `lost` (in neither queue) and `duplicated`
-           (copies past the first) must both be 0, and nothing may be left in the dead-letter queue.
-           SQS's own StartMessageMoveTask moves at most 500 messages a second; the target is 3x that at 20 ms.
+"""redrive (issue 30 item 1): how fast `workerless redrive DLQ --parallel=N` empties a dead-letter queue of messages
+naming their source queue, at N = 10 and 1 and an SQS round trip of 0 and 20 ms. The rate is the command's own (its
+last progress line); the runner then reads the source queue back: nothing may be lost, duplicated or left behind.
+SQS's own StartMessageMoveTask moves at most 500 messages a second; the target is 3x that at 20 ms.
 """
 
 from __future__ import annotations
@@ -24,7 +16,9 @@ from collections import Counter
 from typing import Any
 
 import harness
-from harness import log, paired, spread, unique
+from figures import cell, paired, spreads
+from harness import unique
+from scenario import Block, Check, Row, Scenario, check, interleave
 
 # name -> (SQS round trip ms, --parallel)
 CASES: dict[str, tuple[float, int]] = {"rtt0_p1": (0, 1), "rtt0_p10": (0, 10), "rtt20_p1": (20, 1),
@@ -89,59 +83,47 @@ def redrive_run(bench: Any, case: str, label: str, count: int) -> dict[str, Any]
     return result
 
 
-def redrive(bench: Any) -> dict[str, Any]:
-    s = bench.settings
-    messages = 2000 if s.quick else 20000
-    sizes = {1: 1000 if s.quick else 5000, 10: messages}
-    runs: dict[str, list[dict[str, Any]]] = {case: [] for case in CASES}
+def redrive(bench: Any) -> Block:
+    quick = bench.settings.quick
+    sizes = {1: 1000 if quick else 5000, 10: 2000 if quick else 20000}
     try:
-        if not s.quick:  # as in throughput: the first runs after fauxqs starts are slower
-            redrive_run(bench, "rtt0_p10", "redrive-warmup", messages // 4)
-        for index in range(s.runs):
-            for case, (rtt, parallel) in CASES.items():
-                result = redrive_run(bench, case, f"redrive-{case}-{index}", sizes[parallel])
-                log(f"  redrive {rtt:g} ms --parallel={parallel} run {index + 1}: {result['msgs_per_s']:.0f} msg/s "
-                    f"({result['wall_msgs_per_s']:.0f} with the process start), {result['cpu_us_per_msg']:.0f} us "
-                    f"CPU/msg, {result['sqs_requests_per_msg']:.3f} SQS requests/msg, {result['lost']} lost, "
-                    f"{result['duplicated']} duplicated, {result['left_in_dead_letter_queue']} left in the DLQ")
-                runs[case].append(result)
+        if not quick:  # as in throughput: the first runs after fauxqs starts are slower
+            redrive_run(bench, "rtt0_p10", "redrive-warmup", sizes[10] // 4)
+        runs = interleave(bench.settings.runs, CASES, lambda case, i: redrive_run(
+            bench, case, f"redrive-{case}-{i}", sizes[CASES[case][1]]), lambda case, i, r: (
+            f"redrive {case} run {i + 1}: {r['msgs_per_s']:.0f} msg/s ({r['wall_msgs_per_s']:.0f} with the process "
+            f"start), {r['cpu_us_per_msg']:.0f} us CPU/msg, {r['sqs_requests_per_msg']:.3f} SQS requests/msg, "
+            f"{r['lost']} lost, {r['duplicated']} duplicated, {r['left_in_dead_letter_queue']} left in the DLQ"))
     finally:
         bench.fauxqs.set_delay(bench.fauxqs.default_delay_ms)
-    out: dict[str, Any] = {"cases": {case: {"sqs_ms": rtt, "parallel": parallel, "messages": sizes[parallel]}
-                                     for case, (rtt, parallel) in CASES.items()}}
-    for case, results in runs.items():
-        out[case] = {key: spread([r[key] for r in results]) for key in KEYS}
+    out: Block = {"cases": {case: {"sqs_ms": rtt, "parallel": parallel, "messages": sizes[parallel]}
+                            for case, (rtt, parallel) in CASES.items()}}
+    out.update({case: spreads(results, KEYS) for case, results in runs.items()})
     for rtt in (0, 20):
         out[f"rtt{rtt}_p10"]["rate_over_p1"] = paired(runs[f"rtt{rtt}_p10"], runs[f"rtt{rtt}_p1"], "msgs_per_s")
     return out
 
 
-RUNNERS = {"redrive": redrive}
-
-
-def table_rows(scenario: dict[str, Any], cell: Any, ratio_text: Any) -> list[tuple[str, str, str, str]]:
-    """Rows for run.py's table: each case's rate, and --parallel=10 over --parallel=1 in the last column."""
-    if "redrive" not in scenario:
-        return []
-    block = scenario["redrive"]
-    rows = [("redrive (workerless redrive DLQ)", "", "", "vs --parallel=1")]
+def rows(block: Block) -> list[Row]:
+    """Each case's rate, and --parallel=10 over --parallel=1 in the last column."""
+    out = [("redrive (workerless redrive DLQ)", "", "", "vs --parallel=1")]
     for case, shape in block["cases"].items():
         figures = block[case]
         where = f"SQS {shape['sqs_ms']:g} ms, --parallel={shape['parallel']}, {shape['messages']} messages"
-        rows += [(f"  {where}: msgs/s", cell(figures["msgs_per_s"], 0), "",
-                  cell(figures["rate_over_p1"], 1) if "rate_over_p1" in figures else ""),
-                 (f"  {where}: lost / duplicated (worst run)",
-                  f"{figures['lost']['max']} / {figures['duplicated']['max']}", "", "")]
-    return rows
+        out += [(f"  {where}: msgs/s", cell(figures["msgs_per_s"], 0), "",
+                 cell(figures["rate_over_p1"], 1) if "rate_over_p1" in figures else ""),
+                (f"  {where}: lost / duplicated (worst run)",
+                 f"{figures['lost']['max']} / {figures['duplicated']['max']}", "", "")]
+    return out
 
 
-def target_checks(scenario: dict[str, Any]) -> list[tuple[str, Any, str, bool | None]]:
-    if "redrive" not in scenario:
-        return []
-    block = scenario["redrive"]
-    rate = block["rtt20_p10"]["msgs_per_s"]["median"]
+def checks(block: Block) -> list[Check]:
     harm = max((block[case][key]["max"] or 0) for case in CASES
                for key in ("lost", "duplicated", "left_in_dead_letter_queue"))
-    return [("redrive: msgs/s at a 20 ms SQS round trip, --parallel=10", rate, f">= {TARGET_MSGS_PER_S}",
-             None if rate is None else rate >= TARGET_MSGS_PER_S),
-            ("redrive: messages lost, duplicated or left in the DLQ (worst run, any case)", harm, "0", harm == 0)]
+    return [check("redrive: msgs/s at a 20 ms SQS round trip, --parallel=10", block["rtt20_p10"]["msgs_per_s"]["median"],
+                  f">= {TARGET_MSGS_PER_S}", lambda v: v >= TARGET_MSGS_PER_S),
+            check("redrive: messages lost, duplicated or left in the DLQ (worst run, any case)", harm, "0",
+                  lambda v: v == 0)]
+
+
+SCENARIOS = (Scenario("redrive", redrive, rows, checks),)

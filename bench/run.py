@@ -22,25 +22,16 @@ fauxqs answers at once unless told otherwise: the latency scenario sets a round 
 and 30 ms on the port the workers use (bench/fauxqs_server.mjs); FAUXQS_DELAY_MS=D in the
 environment sets it for every other scenario. The runner's own setup calls never wait for it.
 
-This module is the command line only. The parts: session.py (settings, the node services, the
-workers, one backlog run), scenarios.py (what each --only name runs; the backlog scenarios),
-polling.py (requests, idle, wake, priority), scale.py (startup, scale, lambda), scale_targets.py
-(scale_wide, scale_queues, scale_priority: issue 30's scale targets at its settings), flow.py (flow), fleet.py (fleet),
-fleet_limits.py (fleet_limits, with fleet_members.py and dynamodb.py: moto's DynamoDB), idempotency.py
-(idempotency, on the DynamoDB stand-in bench/dynamodb_standin.mjs), tracing.py (tracing, with the OTLP
-collector bench/otlp_sink.mjs), redrive.py (redrive: `workerless redrive`), batch.py (batch: an HTTP target's batch_size 10
-against 1), scale_wide.py (scale_wide), profiling.py (py-spy
-and the greenlet switches), profile_summary.py (py-spy's stacks by package folder and by area),
-checks.py (the targets), report.py (the printed table and profile, the JSON); harness.py holds the processes they drive.
+This module is the command line only: scenarios.py names every scenario, each one a Scenario (scenario.py: its run,
+rows and targets) in its own module; session.py is the running Bench, harness.py the processes it drives, figures.py
+the figures they share, checks.py and report.py the targets and the printed report, profiling.py the profile.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +42,7 @@ import harness  # noqa: E402
 import profiling  # noqa: E402
 import report  # noqa: E402
 from harness import RESULTS, log  # noqa: E402
-from scenarios import RUNNERS, SCENARIOS  # noqa: E402
+from scenarios import SCENARIOS  # noqa: E402
 from session import Bench, Settings  # noqa: E402
 
 
@@ -83,7 +74,7 @@ def run_scenarios(bench: Bench, chosen: list[str], results: dict[str, Any]) -> l
     for name in chosen:
         log(f"bench: {name} ...")
         try:
-            results["scenarios"][name] = RUNNERS[name](bench)
+            results["scenarios"][name] = SCENARIOS[name].run(bench)
         except Exception as error:  # noqa: BLE001 - report and go on with the other scenarios
             log(f"bench: {name} FAILED: {error}")
             results["scenarios"][name] = {"error": str(error)}
@@ -104,12 +95,8 @@ def main() -> int:
         harness.DAEMON_BIN = Path(args.daemon_bin).resolve()
     settings = Settings(args.quick, args.runs, args.latency_messages)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    command = "python bench/run.py " + " ".join(sys.argv[1:])
-    results: dict[str, Any] = {"command": command.strip(), "quick": settings.quick, "runs": settings.runs,
-                               "daemon_bin": str(harness.DAEMON_BIN),
-                               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                               "machine": report.machine(), "scenarios": {}}
-    began = time.monotonic()
+    results = {**report.header("python bench/run.py " + " ".join(sys.argv[1:]), settings.quick, settings.runs),
+               "scenarios": {}}
     bench = Bench(settings)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
     try:
@@ -120,10 +107,9 @@ def main() -> int:
         bench.close()
     ok = {name: value for name, value in results["scenarios"].items() if "error" not in value}
     results["targets"] = checks.target_checks({"scenarios": ok})
-    results["seconds"] = round(time.monotonic() - began, 1)
-    results["machine"]["loadavg_end"] = os.getloadavg()
+    report.finish(results)
     report.write_results(args.json, results)
-    report.print_report({**results, "scenarios": ok})
+    report.print_report({**results, "scenarios": ok}, SCENARIOS)
     print(f"wrote {args.json} in {results['seconds']:.0f}s")
     if failed:
         print(f"scenarios that failed to run: {', '.join(failed)}", file=sys.stderr)

@@ -1,8 +1,7 @@
 """The running bench: its settings, the node services and workers it started, and one backlog run.
 
-Every scenario (bench/scenarios.py, bench/polling.py, bench/scale.py) is a function of a Bench: it
-creates queues through `bench.sqs`, resets `bench.sink`, starts workers with `bench.worker` (so
-`close` can stop them) and returns its figures.
+Every scenario is a function of a Bench: it creates queues through `bench.sqs` (or `bench.backlog`), starts workers
+with `bench.worker` or `bench.daemon` (so `close` can stop them) and returns its figures.
 """
 
 from __future__ import annotations
@@ -12,9 +11,7 @@ import time
 from typing import Any
 
 import harness
-import scale
-from harness import (DynamoStandIn, Idempotent, OtlpSink, Proxy, Sink, Sqs, Traced, Worker, make_baseline, make_daemon,
-                     spread, unique)
+from harness import DynamoStandIn, Idempotent, OtlpSink, Proxy, Sink, Sqs, Traced, Worker, make_baseline, unique
 
 
 class Settings:
@@ -39,7 +36,9 @@ class Settings:
         self.latency_messages = latency_messages or (5000 if quick else 50000)
         self.latency_rtts_ms = (0, 10, 30)
         self.latency_concurrency = 50
-        self.scale = scale.ScaleSettings(quick)
+
+    def pick(self, full: Any, quick: Any) -> Any:
+        return quick if self.quick else full
 
 
 class Bench:
@@ -49,31 +48,51 @@ class Bench:
         self.fauxqs = harness.Fauxqs()
         self.sink = Sink()
         self.sqs = Sqs(self.fauxqs.direct_url)  # setup never waits for the round trip the workers get
-        self.scale_settings = settings.scale
-        self._proxy: Proxy | None = None
-        self._dynamodb: DynamoStandIn | None = None
-        self._otlp: OtlpSink | None = None
+        self.services: dict[str, Any] = {}
         self.workers: list[Worker] = []
+
+    def service(self, name: str, make: Any) -> Any:
+        """A node service only some scenarios need, started on first use."""
+        if name not in self.services:
+            self.services[name] = make()
+        return self.services[name]
 
     @property
     def proxy(self) -> Proxy:
-        if self._proxy is None:
-            self._proxy = Proxy(self.fauxqs.port)
-        return self._proxy
+        return self.service("proxy", lambda: Proxy(self.fauxqs.port))
 
     @property
     def dynamodb(self) -> DynamoStandIn:
-        """The DynamoDB stand-in of the idempotency scenario, started on first use."""
-        if self._dynamodb is None:
-            self._dynamodb = DynamoStandIn()
-        return self._dynamodb
+        return self.service("dynamodb", DynamoStandIn)
 
     @property
     def otlp(self) -> OtlpSink:
-        """The OTLP/HTTP collector of the tracing scenario, started on first use."""
-        if self._otlp is None:
-            self._otlp = OtlpSink()
-        return self._otlp
+        return self.service("otlp", OtlpSink)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            if worker.exit_code is None:
+                worker.kill()
+        for service in (*self.services.values(), self.sink, self.fauxqs):
+            service.stop()
+
+    # ---------------------------------------------------------------- queues
+
+    def backlog(self, label: str, messages: int, delay_ms: float = 0, tag: str = "bulk") -> tuple[str, str]:
+        """A new queue holding `messages`, and the sink reset to answer after `delay_ms`."""
+        name = unique(label)
+        url = self.sqs.create(name)
+        self.sqs.send_many(url, messages, tag)
+        self.sink.reset(delay_ms)
+        return name, url
+
+    def finish(self, name: str, url: str) -> tuple[int, dict[str, int]]:
+        """The messages left in a queue (received, never deleted) and the workers' requests on it; then it goes."""
+        left = self.sqs.left(url)
+        self.sqs.delete(url)
+        by_action = self.fauxqs.requests(name)
+        self.fauxqs.forget(name)
+        return left, by_action
 
     def drop_queues(self, names: list[str], urls: list[str]) -> None:
         """A scenario's queues gone from fauxqs, and from its request counts."""
@@ -82,82 +101,77 @@ class Bench:
         for name in names:
             self.fauxqs.forget(name)
 
-    def close(self) -> None:
-        for worker in self.workers:
-            if worker.exit_code is None:
-                worker.kill()
-        for service in (self._proxy, self._dynamodb, self._otlp, self.sink, self.fauxqs):
-            if service is not None:
-                service.stop()
+    # ---------------------------------------------------------------- workers
 
-    def worker(self, kind: str, label: str, *, endpoint: str | None = None, queues: list[str], concurrency: int,
-               poll_for: int = 1, max_messages: int | None = None, drain: bool = False,
+    def daemon(self, label: str, *, queues: list[Any], concurrency: int, poll_for: int = 1,
+               target: dict[str, Any] | None = None, polling: dict[str, Any] | None = None,
+               tables: dict[str, dict[str, Any]] | None = None, env: dict[str, str] | None = None,
+               extra: tuple[str, ...] = (), endpoint: str | None = None) -> Worker:
+        """bin/workerless on a config written for it (not started); queues are names or [[queues]] tables."""
+        config = harness.write_config(
+            label, concurrency=concurrency, queues=[q if isinstance(q, dict) else {"name": q} for q in queues],
+            target=target or {"type": "http", "url": f"{self.sink.url}/"}, tables=tables,
+            polling=polling or {"poll_for": poll_for, "batch_size": 10})
+        worker = harness.make_daemon(label, endpoint or self.fauxqs.url, config, extra, env)
+        self.workers.append(worker)
+        return worker
+
+    def worker(self, kind: str, label: str, *, queues: list[str], concurrency: int, poll_for: int = 1,
+               max_messages: int | None = None, drain: bool = False, endpoint: str | None = None,
                max_connections: int | None = None, lambda_function: str | None = None,
                idempotent: Idempotent | None = None, traced: Traced | None = None,
                target_keys: dict[str, Any] | None = None) -> Worker:
-        endpoint = endpoint or self.fauxqs.url
-        if kind == "daemon":
-            extra: list[str] = []
-            if max_messages:
-                extra.append(f"--max-messages={max_messages}")
-            if drain:
-                extra.append("--drain")
-            worker = make_daemon(label, endpoint, queues=queues, sink_url=self.sink.url, concurrency=concurrency,
-                                 poll_for=poll_for, max_connections=max_connections, extra=tuple(extra),
-                                 lambda_function=lambda_function,  # Invoke goes to the sink (bench/sink.mjs)
-                                 lambda_endpoint=self.sink.url if lambda_function else None,
-                                 idempotent=idempotent, traced=traced, target_keys=target_keys)
-        else:
+        """The daemon or the plain baseline on `queues`, started. With lambda_function the daemon's target is that
+        function, Invoked at the sink (AWS_ENDPOINT_URL_LAMBDA, which wins over AWS_ENDPOINT_URL)."""
+        if kind == "baseline":
             if idempotent is not None or traced is not None or target_keys:
                 raise ValueError("the plain baseline has no idempotent delivery, no tracing and no target keys")
-            worker = make_baseline(label, endpoint, queues=queues, sink_url=self.sink.url, concurrency=concurrency,
-                                   poll_for=poll_for, max_messages=max_messages)
-        self.workers.append(worker)
-        return worker.start()
+            worker = make_baseline(label, endpoint or self.fauxqs.url, queues=queues, sink_url=self.sink.url,
+                                   concurrency=concurrency, poll_for=poll_for, max_messages=max_messages)
+            self.workers.append(worker)
+            return worker.start()
+        target: dict[str, Any] = {"type": "http", "url": f"{self.sink.url}/"}
+        if max_connections is not None:
+            target["max_connections"] = max_connections
+        env, tables, queue_keys = {}, {}, {}
+        if lambda_function:
+            target = {"type": "lambda", "function": lambda_function, "batch_size": 1, "timeout": 60}
+            env["AWS_ENDPOINT_URL_LAMBDA"] = self.sink.url
+        if idempotent is not None:
+            tables["idempotency"], queue_keys = {"table": idempotent.table}, {"idempotency_key": idempotent.key}
+            env["AWS_ENDPOINT_URL_DYNAMODB"] = idempotent.dynamodb_url
+        if traced is not None:
+            tables["tracing"] = {"exporter": "otlp"}
+            env.update(traced.variables())
+        extra = (*([f"--max-messages={max_messages}"] if max_messages else []), *(["--drain"] if drain else []))
+        return self.daemon(label, queues=[{"name": name, **queue_keys} for name in queues], concurrency=concurrency,
+                           poll_for=poll_for, target={**target, **(target_keys or {})}, tables=tables, env=env,
+                           extra=extra, endpoint=endpoint).start()
 
     def backlog_run(self, kind: str, label: str, *, concurrency: int, messages: int, delay_ms: float,
-                    max_connections: int | None = None, lambda_function: str | None = None,
-                    idempotent: Idempotent | None = None, traced: Traced | None = None,
-                    target_keys: dict[str, Any] | None = None) -> dict[str, Any]:
+                    **options: Any) -> dict[str, Any]:
         """Load a backlog, start the worker, sample until the sink has seen every message (a batch POST counts
-        its messages: bench/sink.mjs)."""
-        name = unique(label)
-        url = self.sqs.create(name)
-        self.sqs.send_many(url, messages, "bulk")
-        self.sink.reset(delay_ms)
-        worker = self.worker(kind, label, queues=[name], concurrency=concurrency, max_messages=messages,
-                             max_connections=max_connections, lambda_function=lambda_function,
-                             idempotent=idempotent, traced=traced, target_keys=target_keys)
+        its messages: bench/sink.mjs); rate, CPU, memory and requests."""
+        name, url = self.backlog(label, messages, delay_ms)
+        worker = self.worker(kind, label, queues=[name], concurrency=concurrency, max_messages=messages, **options)
         helper_cpu = self._sample_until_delivered(worker, messages)
         code = worker.wait(30)
         if code is None:
             code = worker.stop()
         stats = self.sink.stats()  # after the exit, so the last answers of a slow sink are in
-        left = self.sqs.left(url)  # delivered but never deleted: SQS would deliver them again
-        self.sqs.delete(url)
-        by_action = self.fauxqs.requests(name)  # the worker's own requests, counted by fauxqs
-        self.fauxqs.forget(name)
+        left, by_action = self.finish(name, url)
         delivered = stats["count"]
         if delivered < messages:
-            raise RuntimeError(f"{label}: only {delivered}/{messages} delivered (exit {code}); "
-                               f"see {worker.log_path}")
+            raise RuntimeError(f"{label}: only {delivered}/{messages} delivered (exit {code}); see {worker.log_path}")
         # first arrival to last answer: with a slow sink the last wave's wait counts too
         span_s = ((stats["last_done"] or stats["last"]) - stats["first"]) / 1000
-        return {
-            "messages": delivered,
-            "msgs_per_s": delivered / span_s if span_s > 0 else None,
-            **cpu_figures(worker, messages, helper_cpu),
-            "peak_rss_mb": worker.peak_rss_mb(),
-            "peak_tree_rss_mb": worker.peak_tree_rss_mb(),
-            "sink_max_in_flight": stats["max_in_flight"],
-            "sink_posts": stats.get("posts"),
-            "sink_mean_held_ms": stats["mean_held_ms"],
-            "sqs_requests": sum(by_action.values()),
-            "sqs_requests_per_msg": sum(by_action.values()) / max(1, delivered),
-            "sqs_by_action": by_action,
-            "left_in_queue": left,
-            "exit_code": code,
-        }
+        return {"messages": delivered, "msgs_per_s": delivered / span_s if span_s > 0 else None,
+                **cpu_figures(worker, messages, helper_cpu), "peak_rss_mb": worker.peak_rss_mb(),
+                "peak_tree_rss_mb": worker.peak_tree_rss_mb(), "sink_max_in_flight": stats["max_in_flight"],
+                "sink_posts": stats.get("posts"), "sink_mean_held_ms": stats["mean_held_ms"],
+                "sqs_requests": sum(by_action.values()),
+                "sqs_requests_per_msg": sum(by_action.values()) / max(1, delivered), "sqs_by_action": by_action,
+                "left_in_queue": left, "exit_code": code}
 
     def idle_run(self, kind: str, label: str, *, concurrency: int, seconds: float = 3.0) -> float | None:
         """The process tree's RSS in MB once started on an empty queue and idle for `seconds` (the last of
@@ -174,8 +188,7 @@ class Bench:
             return (worker.samples[-1].tree_kb or 0) / 1024 or None
         finally:
             worker.stop()
-            self.sqs.delete(url)
-            self.fauxqs.forget(name)
+            self.drop_queues([name], [url])
 
     def _sample_until_delivered(self, worker: Worker, messages: int) -> list[tuple[float | None, ...]]:
         """Sample the worker until the sink has every message; the CPU of fauxqs, the sink and this runner (its
@@ -204,23 +217,9 @@ def cpu_figures(worker: Worker, messages: int, helper_cpu: list[tuple[float | No
     wall = last.at - first.at
     used = [(b - a) if a is not None and b is not None else None
             for a, b in zip(*helper_cpu)] if len(helper_cpu) == 2 else [None] * 4
-    helper_us = [cpu / delivered * 1e6 if cpu is not None else None for cpu in used[:3]]
-    helper_wall = used[3]
-    share = [cpu / helper_wall if cpu is not None and helper_wall else None for cpu in used[:3]]
+    us = [cpu / delivered * 1e6 if cpu is not None else None for cpu in used[:3]]
+    share = [cpu / used[3] if cpu is not None and used[3] else None for cpu in used[:3]]
     return {"cpu_us_per_msg": (last.cpu - first.cpu) / delivered * 1e6,
             "cpu_share_of_one_core": (last.cpu - first.cpu) / wall if wall > 0 else None,
-            "fauxqs_cpu_us_per_msg": helper_us[0], "sink_cpu_us_per_msg": helper_us[1],
-            "runner_cpu_us_per_msg": helper_us[2], "fauxqs_cpu_share": share[0], "sink_cpu_share": share[1],
-            "runner_cpu_share": share[2]}
-
-
-def summarize(runs: dict[str, list[dict[str, Any]]], keys: tuple[str, ...]) -> dict[str, Any]:
-    """Median [min-max] of each key for the daemon and the baseline, and the ratio of their medians."""
-    out: dict[str, Any] = {}
-    for kind, results in runs.items():
-        out[kind] = {key: spread([r.get(key) for r in results]) for key in keys}
-    for key in keys:
-        daemon, baseline = out["daemon"][key]["median"], out["baseline"][key]["median"]
-        if daemon is not None and baseline:
-            out.setdefault("ratio_daemon_to_baseline", {})[key] = daemon / baseline
-    return out
+            "fauxqs_cpu_us_per_msg": us[0], "sink_cpu_us_per_msg": us[1], "runner_cpu_us_per_msg": us[2],
+            "fauxqs_cpu_share": share[0], "sink_cpu_share": share[1], "runner_cpu_share": share[2]}
