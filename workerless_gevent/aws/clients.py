@@ -200,9 +200,8 @@ def wire_command_client(client: Any, session: Any, connections: int, ca_bundle: 
 
     if not wire_serves(client.meta.endpoint_url):
         return client
-    wire = SqsWire(client.meta.endpoint_url, client.meta.region_name, session.get_credentials(),
-                   concurrency=connections, read_timeout=30, exceptions=client.exceptions, ca_bundle=ca_bundle,
-                   retrier=Retrier(random.Random(), max_attempts=COMMAND_ATTEMPTS))
+    wire = SqsWire.for_client(client, session.get_credentials(), concurrency=connections, read_timeout=30,
+                              ca_bundle=ca_bundle, retrier=Retrier(random.Random(), max_attempts=COMMAND_ATTEMPTS))
     return WiredSqs(client, wire)
 
 
