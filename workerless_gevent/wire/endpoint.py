@@ -28,7 +28,7 @@ class WireOptions(TypedDict, total=False):
 
     concurrency: Required[int]  # connections at most: one per greenlet that calls at once
     read_timeout: Required[float]
-    connect_timeout: float  # 5 s
+    connect_timeout: float  # default 5 s
     exceptions: Any  # a boto3 client's `exceptions`, to raise its modeled errors (None: ClientError itself)
     ca_bundle: str | None  # the CAs an https endpoint is checked against (None: the system's)
     retrier: Retrier | None  # shared by every call to the endpoint (None: `default_retrier`)
