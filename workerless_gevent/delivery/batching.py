@@ -14,15 +14,14 @@ import gevent
 import gevent.event
 import gevent.pool
 
-from ..errors import AWS_ERRORS, describe_error, error_code
+from ..errors import AWS_ERRORS, describe_error
 from ..logs import fields
 from ..metrics import OVERALL
-from ..rules import THROTTLE_CODES, TRANSIENT_CODES, backoff_seconds
 from ..supervision import log_unexpected
-from ..wire.retries import retry_cost
-from .batch_failures import RETRY_BASE_SECONDS, RETRY_CAP_SECONDS, BatchEntry, Count, GiveUps, Streak
+from .batch_answers import RETRY_REASON, STALE_HANDLE_CODES, Answers, hide_handles, is_beyond_retry
+from .batch_failures import RETRY_CAP_SECONDS, BatchEntry, Count, GiveUps, Streak
 
-__all__ = ["BATCH_SIZE", "RETRY_CAP_SECONDS", "STALE_HANDLE_CODES", "BatchEntry", "Batcher", "UnexpectedAnswer"]
+__all__ = ["BATCH_SIZE", "RETRY_CAP_SECONDS", "STALE_HANDLE_CODES", "BatchEntry", "Batcher"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,13 +29,6 @@ BATCH_SIZE = 10
 FLUSH_DELAY_SECONDS = 0.05  # a delete that waits this long costs nothing: the message stays hidden
 EXPIRY_CHECK_SECONDS = 0.25
 MIN_RETRY_WINDOW_SECONDS = 5.0  # even a message about to be visible again gets this long
-STALE_HANDLE_CODES = ("ReceiptHandleIsInvalid", "InvalidParameterValue", "MessageNotInflight")
-# Refreshable credentials are fetched anew on the next signature: worth another try.
-REFRESHED_CODES = ("ExpiredToken", "ExpiredTokenException", "RequestExpired")
-
-
-class UnexpectedAnswer(ValueError):
-    """SQS answered 200 with something that is not a batch result."""
 
 
 class Batcher:
@@ -47,7 +39,7 @@ class Batcher:
     read), the batcher probes instead of storming: one call at a time, after a jittered exponential pause
     (at most RETRY_CAP_SECONDS; `batch_failures.Streak`), with the entries of the failed calls regrouped
     into full batches. Entries whose deadline comes first are given up, counted at once and logged
-    together (`batch_failures.GiveUps`)."""
+    together (`batch_failures.GiveUps`). `batch_answers.Answers` reads what an answered call says of each entry."""
 
     def __init__(self, queue_name: str, kind: str, send: Callable[[list[BatchEntry], float], dict[str, Any]],
                  count: Count, rng: random.Random, max_in_flight: int = 1) -> None:
@@ -55,7 +47,6 @@ class Batcher:
         self.kind = kind
         self.send = send
         self.count = count
-        self.rng = rng
         self.pending: list[BatchEntry] = []
         self.retrying: list[BatchEntry] = []
         self.flusher: gevent.Greenlet | None = None
@@ -70,6 +61,7 @@ class Batcher:
         self.is_draining = False
         self.streak = Streak(queue_name, kind, rng)  # while its length > 0, one probe at a time
         self.given_up = GiveUps(queue_name, kind, count)
+        self.answers = Answers(queue_name, kind, count, rng, self.given_up)
         self.last_reason = ""  # of the latest failure: the reason of entries whose deadline passes meanwhile
         self.next_expiry_check = 0.0
 
@@ -83,15 +75,11 @@ class Batcher:
         self._ensure_flusher()
 
     def left(self) -> int:
-        return len(self.pending) + len(self.retrying) + self.sending
+        return len(self.pending) + len(self.retrying) + self.calls
 
     def unsent(self) -> list[BatchEntry]:
         """Entries not yet acknowledged (those of calls on their way excepted: their chunks are the senders')."""
         return [*self.pending, *self.retrying]
-
-    @property
-    def sending(self) -> int:
-        return self.calls
 
     def drain(self) -> gevent.Greenlet | None:
         """At stop: send what is pending without waiting for fuller batches; the flusher to wait for."""
@@ -114,7 +102,7 @@ class Batcher:
     def _flush(self) -> None:
         """The flusher: ends when nothing is left; an unexpected error costs a pause, not the loop."""
         try:
-            while self.pending or self.retrying or self.sending:
+            while self.pending or self.retrying or self.calls:
                 try:
                     chunk = self._next_chunk()
                 except Exception as error:  # a bug: the entries stay, and are tried again after a pause
@@ -200,13 +188,16 @@ class Batcher:
         try:
             response = self.send(chunk, retry_until)
         except AWS_ERRORS as error:
-            text = self._hide_handles(describe_error(error), chunk)
-            if retry_cost(error) is None and not error_code(error).endswith(REFRESHED_CODES):
+            text = hide_handles(describe_error(error), chunk)
+            if is_beyond_retry(error):
                 self.given_up.add(chunk, text)
             else:
                 self._call_failed(chunk, text, probing)
             return
-        self._judge(chunk, response)
+        if again := self.answers.judge(chunk, response):  # SQS failed these inside the answered call
+            self.retrying.extend(again)
+            self.last_reason = RETRY_REASON
+            self.has_new.set()
         self._recovered()
 
     def _call_failed(self, chunk: list[BatchEntry], reason: str, probing: bool) -> None:
@@ -222,64 +213,3 @@ class Batcher:
         if self.streak.ended():
             self.given_up.log(force=True)
             self.has_new.set()  # what waited behind the probes goes out now
-
-    def _judge(self, chunk: list[BatchEntry], response: dict[str, Any]) -> None:
-        """Per-entry results: retry the retryable failures and any entry the answer left out."""
-        successful, failed = response.get("Successful", []), response.get("Failed", [])
-        if not isinstance(successful, list) or not isinstance(failed, list):
-            raise UnexpectedAnswer(f"{self.kind} batch answer has no Successful/Failed lists: {response!r:.200}")
-        done = {str(item.get("Id")) for item in successful if isinstance(item, dict)}
-        retry: list[BatchEntry] = []
-        stale: list[BatchEntry] = []
-        stale_codes: set[str] = set()
-        strangers: list[object] = []
-        for failure in failed:
-            entry = self._entry(chunk, failure)
-            if entry is None or not isinstance(failure, dict):
-                strangers.append(failure)
-                continue
-            done.add(str(failure["Id"]))
-            code = str(failure.get("Code", ""))
-            if code.endswith(STALE_HANDLE_CODES):
-                stale.append(entry)
-                stale_codes.add(code)
-            elif failure.get("SenderFault") is not True or code.endswith(THROTTLE_CODES + TRANSIENT_CODES):
-                retry.append(entry)
-            else:
-                self.given_up.add([entry], self._hide_handles(f"{code}: {failure.get('Message', '')}", [entry]))
-        if strangers:
-            logger.warning("queue=%s %s batch answer names %d entries we did not send: %.300r", self.queue_name,
-                           self.kind, len(strangers), strangers, extra=fields(queue=self.queue_name, batch=self.kind))
-        if stale:  # the message was received again, or is gone: nothing to retry, nothing lost
-            self.count(self.queue_name, "StaleReceipts", len(stale))
-            ids = ",".join(entry.message.message_id for entry in stale)
-            logger.info("queue=%s %s of %d messages skipped: stale receipt handle (%s; message=%s)", self.queue_name,
-                        self.kind, len(stale), ",".join(sorted(stale_codes)), ids,
-                        extra=fields(queue=self.queue_name, batch=self.kind, message_id=ids))
-        missing = [entry for position, entry in enumerate(chunk) if str(position) not in done]
-        if retry or missing:
-            self._retry_later(retry + missing, "entries failed or left out of the answer")
-
-    @staticmethod
-    def _entry(chunk: list[BatchEntry], failure: object) -> BatchEntry | None:
-        position = str(failure.get("Id", "")) if isinstance(failure, dict) else ""
-        return chunk[int(position)] if position.isascii() and position.isdigit() and int(position) < len(chunk) else None
-
-    def _retry_later(self, entries: list[BatchEntry], reason: str) -> None:
-        """Entries SQS failed inside an answered call: full-jitter backoff per entry until its deadline."""
-        now = time.monotonic()
-        for entry in entries:
-            entry.attempts += 1
-            entry.not_before = now + backoff_seconds(entry.attempts + 1, self.rng, RETRY_CAP_SECONDS, RETRY_BASE_SECONDS)
-            self.retrying.append(entry)
-        logger.debug("queue=%s %s of %d messages failed, trying again: %s", self.queue_name, self.kind,
-                     len(entries), reason, extra=fields(queue=self.queue_name, batch=self.kind))
-        self.last_reason = reason
-        self.has_new.set()
-
-    @staticmethod
-    def _hide_handles(text: str, entries: list[BatchEntry]) -> str:
-        """SQS quotes receipt handles in some messages; they stay out of the log."""
-        for entry in entries:
-            text = text.replace(entry.message.receipt_handle, "<receipt handle>")
-        return text
