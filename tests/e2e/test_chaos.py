@@ -47,7 +47,7 @@ from tests.support.chaos import (
 )
 from tests.support.faults import FaultyApp, faulty_app_fixture, metric_total  # noqa: F401 (fixtures)
 from tests.support.http_app import RecordedRequest, Reply
-from workerless_gevent.delivery.receiving import MAX_BACKOFF_SECONDS
+from workerless_gevent.delivery.watchers import MAX_BACKOFF_SECONDS
 
 SEED = 20240607
 LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\w+) (.*)$")

@@ -31,7 +31,7 @@ from tests.support.faults import (  # noqa: F401 (fixtures)
     metric_total,
     sqs_env_fixture,
 )
-from workerless_gevent.delivery.receiving import MAX_BACKOFF_SECONDS
+from workerless_gevent.delivery.watchers import MAX_BACKOFF_SECONDS
 
 FAILURES_BEFORE_HEALING = 4  # the 4th back-off waits at most 10 s, so recovery stays quick
 

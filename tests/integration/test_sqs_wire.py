@@ -35,7 +35,8 @@ from workerless_gevent.errors import AWS_ERRORS, describe_error, error_code
 from workerless_gevent.config.model import AwsConfig, Config, HttpTargetConfig, QueueConfig
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
-from workerless_gevent.delivery.queue import STALE_HANDLE_CODES, SqsQueue, is_sender_fault
+from workerless_gevent.delivery.batch_answers import STALE_HANDLE_CODES
+from workerless_gevent.delivery.queue import SqsQueue, is_sender_fault
 from workerless_gevent.wire.retries import Retrier
 from workerless_gevent.wire.sqs import SqsWire
 

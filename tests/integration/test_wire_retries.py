@@ -17,10 +17,9 @@ from tests.integration.test_sqs_wire import RawServer, credentials, http_reply, 
 from tests.support import Queue, count_messages, wait_until
 from tests.support.faults import INTERNAL_ERROR, THROTTLED, FaultySqs, aws_error, faulty_sqs_fixture  # noqa: F401
 from tests.support.http_app import Reply
-from workerless_gevent.delivery.batch_failures import RETRY_CAP_SECONDS
 from workerless_gevent.aws.clients import build_clients
 from workerless_gevent.config.model import AwsConfig, Config, HttpTargetConfig, QueueConfig
-from workerless_gevent.delivery.batching import BatchEntry
+from workerless_gevent.delivery.batch_failures import RETRY_CAP_SECONDS, BatchEntry
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import OVERALL, Registry
 from workerless_gevent.wire.retries import RETRY_COST, Retrier, RetryBudget

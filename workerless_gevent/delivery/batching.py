@@ -18,10 +18,8 @@ from ..errors import AWS_ERRORS, describe_error
 from ..logs import fields
 from ..metrics import OVERALL
 from ..supervision import log_unexpected
-from .batch_answers import RETRY_REASON, STALE_HANDLE_CODES, Answers, hide_handles, is_beyond_retry
+from .batch_answers import RETRY_REASON, Answers, hide_handles, is_beyond_retry
 from .batch_failures import RETRY_CAP_SECONDS, BatchEntry, Count, GiveUps, Streak
-
-__all__ = ["BATCH_SIZE", "RETRY_CAP_SECONDS", "STALE_HANDLE_CODES", "BatchEntry", "Batcher"]
 
 logger = logging.getLogger(__name__)
 

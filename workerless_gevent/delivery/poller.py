@@ -28,7 +28,8 @@ import gevent.event
 from ..message import Message
 from .ordering import Strategy
 from .queue_state import QueueRow, QueueState, queue_row, take_buffered
-from .receiving import Admit, Count, Receiver, Release, moving_average
+from .receiving import Admit, Receiver, Release, moving_average
+from .watchers import Count
 
 logger = logging.getLogger(__name__)
 

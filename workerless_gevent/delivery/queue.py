@@ -16,7 +16,8 @@ from ..errors import error_code
 from ..logs import fields
 from ..message import Message
 from ..rules import THROTTLE_CODES
-from .batching import STALE_HANDLE_CODES, BatchEntry, Batcher
+from .batch_failures import BatchEntry
+from .batching import Batcher
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Protocol
 from ..message import Message
 from .flow import SharedLimit, TargetFlow
 from .queue import SqsQueue
-from .receiving import Receiving
+from .receive_state import Receiving
 
 
 QUEUE_STATES = ("starting", "ready", "idle", "failing", "paused", "draining")

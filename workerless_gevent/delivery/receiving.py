@@ -24,11 +24,9 @@ from ..supervision import log_unexpected
 from .queue import SqsQueue
 from .receive_failures import note_failure, note_success
 from .receive_state import Receiving
-from .watchers import MAX_BACKOFF_SECONDS, Count, Watchers
+from .watchers import Count, Watchers
 
 # What the poller, the queue states, the engine and the tests take from the receive side.
-__all__ = ["MAX_BACKOFF_SECONDS", "Admit", "Count", "Receiver", "Receiving", "Release", "moving_average"]
-
 logger = logging.getLogger(__name__)
 
 MAX_RECEIVES_PER_QUEUE = 32  # 320 messages per round trip: 6,400 a second at 50 ms
