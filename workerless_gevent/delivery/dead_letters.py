@@ -13,7 +13,7 @@ from ..metrics import Registry
 from ..targets import Outcome
 from .queue import SqsQueue
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("workerless_gevent.delivery.outcomes")  # a dead letter's lines keep the settler's name
 
 MAX_MESSAGE_ATTRIBUTES = 10
 

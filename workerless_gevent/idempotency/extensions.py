@@ -19,7 +19,7 @@ from .health import StoreHealth, StoreTimeout
 from .keys import claim_of, shown_key
 from .store import IdempotencyStore
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("workerless_gevent.idempotency.guard")  # the claims' lines keep the guard's name
 
 EXTEND_AT_ONCE = 25  # claim extensions on their way at once
 EXTEND_TIMEOUT_SECONDS = 10.0
