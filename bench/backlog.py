@@ -36,6 +36,18 @@ def sides(bench: Any, label: str, say: str, **shape: Any) -> dict[str, list[dict
                       lambda kind, i, r: f"{say} {kind} run {i + 1}: {drain_text(r)}")
 
 
+def steady_drain(bench: Any, label: str, ideal: float, **shape: Any) -> tuple[dict[str, Any], list[float]]:
+    """A daemon's backlog run with its rate as a share of `ideal`, over the whole drain (first arrival to last
+    answer) and in the steady state (arrivals between the 10th and the 90th percentile); the arrivals."""
+    result = bench.backlog_run("daemon", label, **shape)
+    times = sorted(t for t, _ in bench.sink.events())
+    result["steady_msgs_per_s"] = middle_rate(times)
+    result["fraction_of_ideal"] = result["msgs_per_s"] / ideal
+    result["steady_fraction_of_ideal"] = (result["steady_msgs_per_s"] or 0) / ideal
+    result["loadavg"] = list(os.getloadavg())
+    return result, times
+
+
 # ---------------------------------------------------------------- throughput
 
 
@@ -144,10 +156,12 @@ def memory(bench: Any) -> Block:
             peak = result["peak_tree_rss_mb"]
             return {**result, "idle_tree_rss_mb": idle, "tree_peak_over_idle": peak / idle if peak and idle else None}
 
-        runs = interleave(s.runs, SIDES, one, lambda kind, i, r: (
-            f"memory c={c} {kind} run {i + 1}: peak RSS {r['peak_rss_mb']:.1f} MB, process tree "
-            f"{r['peak_tree_rss_mb'] or 0:.1f} MB (idle {r['idle_tree_rss_mb'] or 0:.1f} MB), "
-            f"{r['sink_max_in_flight']} in flight at the sink"))
+        def say(kind: str, i: int, r: dict[str, Any]) -> str:
+            idle = f" (idle {r['idle_tree_rss_mb']:.1f} MB)" if r["idle_tree_rss_mb"] else ""
+            return (f"memory c={c} {kind} run {i + 1}: peak RSS {r['peak_rss_mb']:.1f} MB, process tree "
+                    f"{r['peak_tree_rss_mb'] or 0:.1f} MB{idle}, {r['sink_max_in_flight']} in flight at the sink")
+
+        runs = interleave(s.runs, SIDES, one, say)
         out[f"c{c}"] = {**compare(runs, ("peak_rss_mb", "peak_tree_rss_mb", "idle_tree_rss_mb", "tree_peak_over_idle",
                                          "sink_max_in_flight", "msgs_per_s")), "messages": messages}
     out["delay_ms"] = s.memory_delay_ms
@@ -260,14 +274,3 @@ SCENARIOS = (Scenario("throughput", throughput, throughput_rows, throughput_chec
              Scenario("latency", latency, latency_rows, latency_checks,
                       lambda block: [f"\nlatency: the baseline is {block['baseline']}"]))
 
-
-def steady_drain(bench: Any, label: str, ideal: float, **shape: Any) -> tuple[dict[str, Any], list[float]]:
-    """A daemon's backlog run with its rate as a share of `ideal`, over the whole drain (first arrival to last
-    answer) and in the steady state (arrivals between the 10th and the 90th percentile); the arrivals."""
-    result = bench.backlog_run("daemon", label, **shape)
-    times = sorted(t for t, _ in bench.sink.events())
-    result["steady_msgs_per_s"] = middle_rate(times)
-    result["fraction_of_ideal"] = result["msgs_per_s"] / ideal
-    result["steady_fraction_of_ideal"] = (result["steady_msgs_per_s"] or 0) / ideal
-    result["loadavg"] = list(os.getloadavg())
-    return result, times

@@ -5,7 +5,7 @@
     python bench/cpu_check.py --vs=/other/checkout   the same drains, interleaved, beside another checkout
 
 Each run drains a backlog of --messages (default 5,000) at concurrency 50 from fauxqs into the sink
-(bench/harness.py, as the throughput scenario does), --runs times per round trip, runs of the checkouts
+(bench/session.py, as the throughput scenario does), --runs times per round trip, runs of the checkouts
 interleaved so machine noise hits them alike. It prints the median CPU per message (microseconds of the
 daemon's process tree between the first and the last delivery) and its ratio to REFERENCE below, and with
 --vs the ratio between the two checkouts measured in this run, which is the figure to trust on a shared

@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,10 @@ import harness  # noqa: E402
 import report  # noqa: E402
 from figures import spreads  # noqa: E402
 from harness import RESULTS, Worker, free_port, unique  # noqa: E402
+from local_app import LocalApp  # noqa: E402
 from scenario import Scenario, interleave  # noqa: E402
 from session import Bench, Settings  # noqa: E402
 
-SCENARIOS = ("flow",)
 RATES = (10, 50, 200)
 
 
@@ -67,8 +66,8 @@ class Request:
     number: int
 
 
-class App:
-    """The local app, in this process: records every request; optional capacity (429 above it)."""
+class App(LocalApp):
+    """Records every request; with a capacity, answers 429 above it."""
 
     def __init__(self, delay: float = 0.0, capacity: int | None = None) -> None:
         self.delay, self.capacity = delay, capacity
@@ -77,29 +76,7 @@ class App:
         self.accepted = 0
         self.now: dict[str, int] = {}
         self.peak: dict[str, int] = {}
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        app = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                arrived = time.monotonic()
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status = app.handle(arrived, self.headers.get("X-Aws-Sqsd-Queue", ""), body)
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        return Handler
+        super().__init__(lambda headers, body: self.handle(time.monotonic(), headers.get("X-Aws-Sqsd-Queue", ""), body))
 
     def handle(self, arrived: float, queue: str, body: bytes) -> int:
         try:
@@ -124,10 +101,6 @@ class App:
     def ok(self, queue: str | None = None) -> list[Request]:
         with self.lock:
             return [r for r in self.requests if r.status == 200 and (queue is None or r.queue == queue)]
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def mean_in_flight(requests: list[Request], start: float, end: float) -> float:
@@ -377,7 +350,7 @@ def say(s: FlowSettings, case: str, index: int, r: dict[str, Any]) -> str:
             f"(x{r['low_share_relative_to_high'] or 0:.3f} of high's / cap), high peak {r['high_peak_in_flight']}")
 
 
-SCENARIOS = (Scenario("flow", run),)
+SCENARIOS = (Scenario("flow", run, notes=lambda block: ["", *lines(block)]),)
 
 
 # ---------------------------------------------------------------- standalone

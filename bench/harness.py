@@ -1,19 +1,14 @@
-"""The moving parts of the benchmark, all on 127.0.0.1: the node services (fauxqs, the sink, the counting proxy, the
-DynamoDB stand-in, the OTLP collector), the runner's SQS client, and the measured processes (bin/workerless on a
-generated TOML file, bench/baseline.py), sampled from /proc. The runner itself is plain CPython (no gevent).
-"""
+"""The runner's SQS client and the measured processes, all on 127.0.0.1: bin/workerless on a generated TOML file
+and bench/baseline.py, sampled from /proc. The runner itself is plain CPython (no gevent)."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -33,170 +28,6 @@ AWS_ENV = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------- node services
-
-
-def ensure_fauxqs() -> None:
-    """Install fauxqs into bench/node_modules (pinned by bench/package-lock.json) if it is missing."""
-    if (BENCH / "node_modules" / "fauxqs" / "package.json").exists():
-        return
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        raise SystemExit("bench: node and npm are needed for the fauxqs SQS emulator (apt-get install nodejs npm)")
-    log("bench: installing fauxqs into bench/node_modules ...")
-    subprocess.run([npm, "install", "--prefix", str(BENCH), "--no-audit", "--no-fund", "--loglevel=error"],
-                   check=True, cwd=BENCH)
-
-
-class NodeService:
-    """A node script that prints {"port": N} once listening, and answers GET/POST /_bench/... with JSON."""
-
-    def __init__(self, name: str, script: str, *args: str) -> None:
-        LOGS.mkdir(parents=True, exist_ok=True)
-        self.name = name
-        self.stderr = open(LOGS / f"{name}.log", "wb")
-        self.process = subprocess.Popen(["node", str(BENCH / script), *args], cwd=BENCH,
-                                        stdout=subprocess.PIPE, stderr=self.stderr)
-        line: list[bytes] = []
-        reader = threading.Thread(target=lambda: line.append(self.process.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(30)
-        if not line or not line[0]:
-            self.stop()
-            raise SystemExit(f"bench: {name} did not start; see {LOGS / (name + '.log')}")
-        self.info = json.loads(line[0].decode())
-        self.port = int(self.info["port"])
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.control = JsonHttp(int(self.info.get("direct_port", self.port)))
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def call(self, method: str, path: str) -> Any:
-        return self.control.call(method, "/_bench/" + path)
-
-    def set_delay(self, ms: float) -> dict[str, Any]:
-        """Round trip added to every answer from now on (for SQS and DynamoDB: half before handling, half after)."""
-        return self.call("POST", f"delay?ms={ms}")
-
-    def stats(self, query: str = "") -> dict[str, Any]:
-        return self.call("GET", "stats" + query)
-
-    def stop(self) -> None:
-        stop_process(self.process, 5)
-        self.stderr.close()
-
-
-class JsonHttp:
-    """A tiny keep-alive JSON client for the control endpoints."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-
-    def call(self, method: str, path: str) -> Any:
-        for attempt in range(2):
-            try:
-                self.connection.request(method, path, body=b"" if method == "POST" else None)
-                return json.loads(self.connection.getresponse().read())
-            except (OSError, http.client.HTTPException):
-                self.connection.close()
-                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-                if attempt:
-                    raise
-        return None
-
-
-class Fauxqs(NodeService):
-    """fauxqs on two ports (bench/fauxqs_server.mjs): `url` for the measured workers, delayed by set_delay (0 unless
-    FAUXQS_DELAY_MS is set) and counted by queue; `direct_url` for the runner's own setup, never delayed."""
-
-    def __init__(self) -> None:
-        super().__init__("fauxqs", "fauxqs_server.mjs")
-        self.direct_url = f"http://127.0.0.1:{self.info['direct_port']}"
-        self.default_delay_ms = float(self.stats()["delay_ms"])
-
-    def requests(self, queue: str) -> dict[str, int]:
-        """Requests the workers made on `url` for one queue, by action (GetQueueUrl by QueueName)."""
-        return self.stats(f"?queue={queue}")["counts"].get(queue, {})
-
-    def requests_of(self, names: list[str]) -> dict[str, int]:
-        """Requests so far on a set of queues, by action."""
-        counts, total = self.stats()["counts"], {}
-        for name in names:
-            for action, n in counts.get(name, {}).items():
-                total[action] = total.get(action, 0) + n
-        return total
-
-    def forget(self, queue: str) -> None:
-        self.call("POST", f"forget?queue={queue}")
-
-
-class Sink(NodeService):
-    def __init__(self) -> None:
-        super().__init__("sink", "sink.mjs")
-        self.waiter = JsonHttp(self.port)
-
-    def reset(self, delay_ms: float = 0) -> dict[str, Any]:
-        return self.call("POST", f"reset?delay_ms={delay_ms}")
-
-    def events(self, start: int = 0) -> list[tuple[float, str]]:
-        return [(t, q) for t, q in self.call("GET", f"events?from={start}")]
-
-    def wait(self, count: int, timeout: float) -> dict[str, Any]:
-        return self.waiter.call("GET", f"/_bench/wait?count={count}&timeout_ms={int(timeout * 1000)}")
-
-    def clock_offset_ms(self) -> float:
-        """sink clock minus time.time(), in ms, from the round trip with the smallest delay."""
-        best = None
-        for _ in range(7):
-            before = time.time() * 1000
-            now = self.stats()["now"]
-            after = time.time() * 1000
-            if best is None or after - before < best[0]:
-                best = (after - before, now - (before + after) / 2)
-        return best[1]
-
-
-class DynamoStandIn(NodeService):
-    """bench/dynamodb_standin.mjs: idempotent delivery's DynamoDB calls, in memory, counted by table and action."""
-
-    def __init__(self) -> None:
-        super().__init__("dynamodb_standin", "dynamodb_standin.mjs")
-
-    def create(self, table: str) -> None:
-        """A table keyed by `slot` (TTL off), there before the daemon starts, as in a deployment after its first
-        start: the daemon then only describes it and turns TTL on."""
-        self.call("POST", f"create?table={table}")
-
-    def forget(self, table: str) -> None:
-        self.call("POST", f"forget?table={table}")
-
-
-class OtlpSink(NodeService):
-    """bench/otlp_sink.mjs: an OTLP/HTTP collector counting export requests, their bytes and spans."""
-
-    def __init__(self) -> None:
-        super().__init__("otlp_sink", "otlp_sink.mjs")
-
-    def reset(self) -> dict[str, Any]:
-        return self.call("POST", "reset")
-
-
-class Proxy(NodeService):
-    """bench/sqs_proxy.mjs: logs every SQS request the workers make through it."""
-
-    def __init__(self, upstream_port: int) -> None:
-        super().__init__("proxy", "sqs_proxy.mjs", str(upstream_port))
-
-    def entries(self, start: int = 0) -> list[list[Any]]:
-        return self.call("GET", f"log?from={start}")
-
-    def count(self) -> int:
-        return len(self.entries())
 
 
 @dataclass(frozen=True)
@@ -451,7 +282,7 @@ class Worker:
     def cpu(self) -> float | None:
         return proc_cpu_seconds(self.pid) if self.exit_code is None else None
 
-    def sample(self, sink: Sink | None) -> Sample:
+    def sample(self, sink: Any) -> Sample:
         count = sink.stats()["count"] if sink is not None else 0
         alive = self.exit_code is None
         item = Sample(time.monotonic(), count, self.cpu(), proc_status_kb(self.pid, "VmHWM"),

@@ -20,24 +20,28 @@ LAMBDA_FUNCTION, LAMBDA_CONCURRENCY = "bench-fn", 50
 SIDES = ("daemon", "baseline")
 
 
-def idle_figures(bench: Any, group: dict[Any, tuple[list[str], list[str], Worker]], window_s: float) -> dict[Any, Any]:
-    """SQS requests (fauxqs's counts), CPU and RSS of every worker of `group` over an idle window."""
-    before = {key: (bench.fauxqs.requests_of(names), worker.cpu()) for key, (names, _, worker) in group.items()}
+def idle_window(bench: Any, group: dict[Any, tuple[list[str], Worker]], window_s: float) -> dict[Any, dict[str, Any]]:
+    """Each worker of `group` over an idle window: SQS requests per minute on each of its queues and by action
+    (fauxqs's counts), and its CPU seconds per idle minute."""
+    counts0, cpu0 = bench.fauxqs.stats()["counts"], {key: worker.cpu() for key, (_, worker) in group.items()}
     began = time.monotonic()
     time.sleep(window_s)
-    window = time.monotonic() - began
+    window, counts1 = time.monotonic() - began, bench.fauxqs.stats()["counts"]
     out = {}
-    for key, (names, _, worker) in group.items():
-        (requests_before, cpu_before), cpu_after = before[key], worker.cpu()
-        by_action = {a: n - requests_before.get(a, 0) for a, n in bench.fauxqs.requests_of(names).items()
-                     if n - requests_before.get(a, 0)}
-        count = sum(by_action.values())
-        out[key] = {"requests_per_min": count * 60 / window, "expected_per_min": len(names) * 60 / POLL_FOR,
-                    "requests": count, "by_action": by_action, "window_s": window,
-                    "cpu_s_per_idle_min": (cpu_after - cpu_before) * 60 / window
-                    if cpu_after is not None and cpu_before is not None else None,
-                    "rss_mb": (harness.proc_status_kb(worker.pid, "VmRSS") or 0) / 1024,
-                    "peak_rss_mb": (harness.proc_status_kb(worker.pid, "VmHWM") or 0) / 1024}
+    for key, (names, worker) in group.items():
+        per_queue, by_action = [], {}
+        for name in names:
+            before, n = counts0.get(name, {}), 0
+            for action, value in counts1.get(name, {}).items():
+                delta = value - before.get(action, 0)
+                n += delta
+                if delta:
+                    by_action[action] = by_action.get(action, 0) + delta
+            per_queue.append(n * 60 / window)
+        cpu1 = worker.cpu()
+        out[key] = {"per_queue": per_queue, "by_action": by_action, "window_s": window,
+                    "cpu_s_per_idle_min": (cpu1 - cpu0[key]) * 60 / window
+                    if cpu1 is not None and cpu0[key] is not None else None}
     return out
 
 
@@ -60,7 +64,14 @@ def scale(bench: Any) -> Block:
         for *_, worker in group.values():
             worker.wait_started(60)
         time.sleep(3.0)
-        for key, result in idle_figures(bench, group, window_s).items():
+        for key, figures in idle_window(bench, {key: (names, worker) for key, (names, _, worker) in group.items()},
+                                        window_s).items():
+            names, _, worker = group[key]
+            per_queue = figures.pop("per_queue")
+            result = {"requests_per_min": sum(per_queue), "expected_per_min": len(names) * 60 / POLL_FOR,
+                      "requests": sum(figures["by_action"].values()), **figures,
+                      "rss_mb": (harness.proc_status_kb(worker.pid, "VmRSS") or 0) / 1024,
+                      "peak_rss_mb": (harness.proc_status_kb(worker.pid, "VmHWM") or 0) / 1024}
             idle[key].append(result)
             harness.log(f"  scale idle {key[0]} {key[1]} run {index + 1}: {result['requests_per_min']:.1f} requests/min "
                         f"(expected {result['expected_per_min']:.0f}), {result['cpu_s_per_idle_min']:.3f} CPU s/min, "

@@ -22,6 +22,7 @@ from typing import Any
 from figures import cell, percentile, pool, spreads
 from harness import log, unique
 from polling import wake_tries
+from scale import idle_window
 from scenario import Block, Check, Row, Scenario, alone, check
 
 QUEUES = 50
@@ -56,29 +57,15 @@ def raw_receive_rtt_ms(port: int, url: str, tries: int = 20) -> float:
 
 def idle_daemons(bench: Any, group: list[tuple[list[str], list[str], Any]], window: float) -> list[dict[str, Any]]:
     """SQS requests per queue per minute (fauxqs's counts) and CPU of each daemon over an idle window."""
-    counts0, cpu0 = bench.fauxqs.stats()["counts"], [worker.cpu() for *_, worker in group]
-    began = time.monotonic()
-    time.sleep(window)
-    elapsed, counts1 = time.monotonic() - began, bench.fauxqs.stats()["counts"]
     out = []
-    for index, (names, _, worker) in enumerate(group):
-        per_queue, by_action = [], {}
-        for name in names:
-            before, n = counts0.get(name, {}), 0
-            for action, value in counts1.get(name, {}).items():
-                delta = value - before.get(action, 0)
-                n += delta
-                if delta:
-                    by_action[action] = by_action.get(action, 0) + delta
-            per_queue.append(n * 60 / elapsed)
-        cpu1 = worker.cpu()
+    for index, figures in idle_window(bench, {i: (names, worker) for i, (names, _, worker) in enumerate(group)},
+                                      window).items():
+        per_queue = figures.pop("per_queue")
         out.append({"requests_per_queue_min": sum(per_queue) / len(per_queue),
-                    "max_queue_requests_per_min": max(per_queue), "requests_per_min": sum(per_queue),
-                    "by_action": by_action, "window_s": elapsed,
-                    "cpu_s_per_idle_min": (cpu1 - cpu0[index]) * 60 / elapsed
-                    if cpu1 is not None and cpu0[index] is not None else None})
+                    "max_queue_requests_per_min": max(per_queue), "requests_per_min": sum(per_queue), **figures})
         log(f"  scale_queues idle daemon {index + 1}: {out[-1]['requests_per_queue_min']:.2f} requests per queue per "
-            f"minute (busiest {out[-1]['max_queue_requests_per_min']:.2f}; {by_action}) over {elapsed:.0f} s")
+            f"minute (busiest {out[-1]['max_queue_requests_per_min']:.2f}; {figures['by_action']}) over "
+            f"{figures['window_s']:.0f} s")
     return out
 
 

@@ -11,7 +11,9 @@ import time
 from typing import Any
 
 import harness
-from harness import DynamoStandIn, Idempotent, OtlpSink, Proxy, Sink, Sqs, Traced, Worker, make_baseline, unique
+import services
+from harness import Idempotent, Sqs, Traced, Worker, make_baseline, unique
+from services import DynamoStandIn, OtlpSink, Proxy, Sink
 
 
 class Settings:
@@ -44,18 +46,18 @@ class Settings:
 class Bench:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        harness.ensure_fauxqs()
-        self.fauxqs = harness.Fauxqs()
+        services.ensure_fauxqs()
+        self.fauxqs = services.Fauxqs()
         self.sink = Sink()
         self.sqs = Sqs(self.fauxqs.direct_url)  # setup never waits for the round trip the workers get
-        self.services: dict[str, Any] = {}
+        self.on_demand: dict[str, Any] = {}
         self.workers: list[Worker] = []
 
     def service(self, name: str, make: Any) -> Any:
         """A node service only some scenarios need, started on first use."""
-        if name not in self.services:
-            self.services[name] = make()
-        return self.services[name]
+        if name not in self.on_demand:
+            self.on_demand[name] = make()
+        return self.on_demand[name]
 
     @property
     def proxy(self) -> Proxy:
@@ -73,7 +75,7 @@ class Bench:
         for worker in self.workers:
             if worker.exit_code is None:
                 worker.kill()
-        for service in (*self.services.values(), self.sink, self.fauxqs):
+        for service in (*self.on_demand.values(), self.sink, self.fauxqs):
             service.stop()
 
     # ---------------------------------------------------------------- queues

@@ -5,7 +5,7 @@
     python bench/soak.py --messages=20000       a shorter run
     python bench/soak.py --sqs-faults=0.2       the same with 20 % of SQS calls failing (below)
 
-Everything runs on 127.0.0.1: fauxqs (started with bench/harness.py's launcher), a sink in this
+Everything runs on 127.0.0.1: fauxqs (bench/services.py), a sink in this
 process that answers 10 % of deliveries with 500 at random, and bin/workerless, which gets SIGKILL
 or SIGTERM (at random) every 20 to 40 s and is started again at once. Messages are fed at
 `--rate` per second while it runs, so the kills land mid-stream. It ends once every message was
@@ -50,15 +50,16 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness
+import services
 from dynamodb import MotoDynamo
-from harness import RESULTS, ROOT, Sqs, Worker, log, proc_status_kb, unique, worker_env
+from harness import RESULTS, Sqs, Worker, log, make_daemon, proc_status_kb, unique
+from local_app import LocalApp
 from sqs_chaos import RUNTIME_ACTIONS, SqsChaos
 
 # ---------------------------------------------------------------- the sink: an app that fails 10 %
@@ -118,41 +119,17 @@ class Ledger:
             }
 
 
-class SinkHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as the daemon's pooled client expects
+def soak_app(ledger: Ledger, delay_ms: float, seed: int) -> LocalApp:
+    """The sink: judged by the ledger, each answer held up to twice `delay_ms` at random."""
+    rng = random.Random(seed + 1)
 
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        server: Any = self.server
-        status = server.ledger.judge(body, self.headers.get("X-Workerless-Idempotency-Key"))
-        if server.delay_s:
-            time.sleep(server.rng.uniform(0, 2 * server.delay_s))
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+    def handle(headers: Any, body: bytes) -> int:
+        status = ledger.judge(body, headers.get("X-Workerless-Idempotency-Key"))
+        if delay_ms:
+            time.sleep(rng.uniform(0, 2 * delay_ms / 1000))
+        return status
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], OSError):  # a SIGKILLed daemon resets its connections
-            super().handle_error(request, client_address)
-
-
-class Sink:
-    def __init__(self, ledger: Ledger, delay_ms: float, seed: int) -> None:
-        self.server = QuietServer(("127.0.0.1", 0), SinkHandler)
-        server: Any = self.server
-        server.ledger, server.delay_s, server.rng = ledger, delay_ms / 1000, random.Random(seed + 1)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
+    return LocalApp(handle)
 
 
 # ---------------------------------------------------------------- feeding
@@ -225,37 +202,23 @@ class Life:
 LIFE_FIELDS = [name for name in Life.__dataclass_fields__ if name != "worker"]
 
 
-def soak_config(path: Path, queue: str, sink_url: str, concurrency: int, visibility_timeout: int,
+def soak_config(label: str, queue: str, sink_url: str, concurrency: int, visibility_timeout: int,
                 table: str | None = None) -> Path:
     """With `table`, the queue's deliveries are idempotent by message id, remembered in that DynamoDB table."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = 'idempotency_key = "message_id"\n' if table else ""
-    store = f'\n[idempotency]\ntable = "{table}"\n' if table else ""
-    path.write_text(f"""concurrency = {concurrency}
-shutdown_timeout = 10
-
-[polling]
-poll_for = 5
-
-[[queues]]
-name = "{queue}"
-visibility_timeout = {visibility_timeout}
-error_visibility_timeout = 1
-{key}
-[targets.default]
-type = "http"
-url = "{sink_url}/work"
-{store}""")
-    return path
+    keys = {"idempotency_key": "message_id"} if table else {}
+    return harness.write_config(label, concurrency=concurrency, polling={"poll_for": 5}, tables={"idempotency": {
+        "table": table}} if table else None, queues=[{"name": queue, "visibility_timeout": visibility_timeout,
+                                                      "error_visibility_timeout": 1, **keys}],
+                                target={"type": "http", "url": f"{sink_url}/work"})
 
 
-def dynamodb_store(store: str | None, table: str | None) -> MotoDynamo | harness.NodeService | None:
+def dynamodb_store(store: str | None, table: str | None) -> MotoDynamo | services.NodeService | None:
     """moto with the table made, or the stand-in (the daemon makes the table there), or none."""
     if store is None or table is None:
         return None
     if store == "moto":
         return MotoDynamo(table)
-    return harness.NodeService("dynamodb_standin", "dynamodb_standin.mjs")
+    return services.NodeService("dynamodb_standin", "dynamodb_standin.mjs")
 
 
 class Soak:
@@ -263,8 +226,8 @@ class Soak:
         self.options = options
         self.rng = random.Random(options.seed)
         self.run_id = unique("soak")
-        harness.ensure_fauxqs()
-        self.fauxqs = harness.NodeService("fauxqs", "fauxqs_server.mjs")
+        services.ensure_fauxqs()
+        self.fauxqs = services.NodeService("fauxqs", "fauxqs_server.mjs")
         self.sqs = Sqs(self.fauxqs.url)
         self.url = self.sqs.create(self.run_id)
         # The daemon's endpoint: fauxqs itself, or the fault proxy in front of it.
@@ -272,10 +235,10 @@ class Soak:
                               actions=tuple(options.sqs_fault_actions.split(","))) if options.sqs_faults else None
         self.endpoint = self.chaos.url if self.chaos is not None else self.fauxqs.url
         self.ledger = Ledger(options.failure_rate, options.seed)
-        self.sink = Sink(self.ledger, options.sink_delay_ms, options.seed)
+        self.sink = soak_app(self.ledger, options.sink_delay_ms, options.seed)
         self.table = f"{self.run_id}-idempotency" if options.idempotency else None
         self.dynamodb = dynamodb_store(options.idempotency, self.table)
-        self.config = soak_config(RESULTS / "conf" / f"{self.run_id}.toml", self.run_id, self.sink.url,
+        self.config = soak_config(self.run_id, self.run_id, self.sink.url,
                                   options.concurrency, options.visibility_timeout, self.table)
         self.lives: list[Life] = []
 
@@ -294,12 +257,9 @@ class Soak:
     def start_life(self) -> Life:
         index = len(self.lives)
         label = f"{self.run_id}-{index}"
-        argv = [sys.executable, str(ROOT / "bin" / "workerless"), "-c", str(self.config), *self.options.daemon_arg]
         launched = time.monotonic()
-        env = worker_env(self.endpoint)
-        if self.dynamodb is not None:
-            env["AWS_ENDPOINT_URL_DYNAMODB"] = self.dynamodb.url
-        worker = Worker("daemon", label, argv, env).start()
+        env = {"AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb.url} if self.dynamodb is not None else {}
+        worker = make_daemon(label, self.endpoint, self.config, tuple(self.options.daemon_arg), env).start()
         worker.wait_started(timeout=60)
         life = Life(index, label, time.monotonic(), launched=launched, delivered_at_start=self.ledger.delivered(),
                     worker=worker)
@@ -323,15 +283,9 @@ class Soak:
         life.stop_seconds = time.monotonic() - signalled if signum == signal.SIGTERM else None
         life.delivered_at_end = self.ledger.delivered()
 
-    def queue_depth(self) -> int:
-        attrs = self.sqs.client.get_queue_attributes(
-            QueueUrl=self.url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])
-        values = attrs["Attributes"]
-        return int(values["ApproximateNumberOfMessages"]) + int(values["ApproximateNumberOfMessagesNotVisible"])
-
     def is_done(self, feeder: Feeder) -> bool:
         total = self.options.messages
-        return feeder.sent >= total and self.ledger.delivered() >= total and self.queue_depth() == 0
+        return feeder.sent >= total and self.ledger.delivered() >= total and self.sqs.left(self.url) == 0
 
     def choose_signal(self) -> str:
         """SIGKILL or SIGTERM at random, but never three of a kind in a row, so short runs see both."""
@@ -399,7 +353,7 @@ class Soak:
             "fed": feeder.sent,
             "seconds": round(finished - started, 1),
             **self.ledger.snapshot(options.messages),
-            "left_in_queue": self.queue_depth(),
+            "left_in_queue": self.sqs.left(self.url),
             "timed_out": not (self.ledger.delivered() >= options.messages),
             "daemons": len(lives),
             "sigkills": sum(1 for life in lives if life.ended_by == "SIGKILL"),

@@ -97,7 +97,7 @@ def tracing(bench: Any) -> Block:
             f"{r.get('export_requests')} exports, {r['warnings']} WARNING lines ({r['span_warnings']} on spans)"),
                           order=shuffled)
     finally:
-        if "otlp" in bench.services:
+        if "otlp" in bench.on_demand:
             bench.otlp.set_delay(0)
     out: Block = {
         "concurrency": CONCURRENCY, "messages": messages, "span_buffer": dict(SPAN_BUFFER),
