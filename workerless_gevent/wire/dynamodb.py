@@ -11,7 +11,7 @@ from typing import Any
 
 from .json_wire import JsonWire
 
-# The operations this wire serves: the claims' calls (idempotency.store) and their table's set-up.
+# The operations this wire serves: the claims' calls (idempotency.store) and their table's set-up (aws.tables).
 OPERATIONS = ("DescribeTable", "CreateTable", "DescribeTimeToLive", "UpdateTimeToLive", "TransactWriteItems",
               "BatchWriteItem", "DeleteItem", "UpdateItem")
 # The boto3 client's name of each (describe_table -> DescribeTable), as botocore's xform_name makes it.
