@@ -25,7 +25,7 @@ ANY_ACCOUNT = "*"
 CONSUME_ACTIONS = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl",
                    "sqs:GetQueueAttributes"]
 DEAD_LETTER_ACTIONS = ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes"]
-# periodic.claims.Claims: put/get the slot items; create the table, wait for it, turn on its TTL.
+# periodic.claims.Claims: put/get the slot items; aws.tables.Table: create the table, wait for it, turn on its TTL.
 CLAIMS_ACTIONS = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DescribeTable", "dynamodb:CreateTable",
                   "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"]
 # idempotency.store: claims in one TransactWriteItems (each Put is allowed by PutItem), completions in
