@@ -93,7 +93,7 @@ def config_file(run: Run, directory: Path, keyed: bool) -> Path:
 
 
 def build_daemon(run: Run, config: Config, path: Path) -> Daemon:
-    """The daemon as `workerless run` builds it on the wire (commands/starting.py run_with_child), aimed at our servers."""
+    """The daemon as `workerless run` builds it on the wire (commands/starting.py), aimed at our servers."""
     credentials = botocore.credentials.Credentials("testing", "testing")
     ca_bundle = get_cert_path(True)
     clients = Clients(sqs=build_sqs_wire(config, REGION, run.sqs.url, credentials, ca_bundle), lambda_=None,
