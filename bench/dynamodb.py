@@ -79,9 +79,6 @@ class MotoDynamo:
         self.api("/moto-api/recorder/reset-recording", {})
         self.api("/moto-api/recorder/start-recording", {})
 
-    def stop_recording(self) -> None:
-        self.api("/moto-api/recorder/stop-recording", {})
-
     def recorded(self, needle: str) -> dict[str, int]:
         """Requests recorded since start_recording whose body names `needle` (a fleet's name), by action."""
         counts: dict[str, int] = {}
