@@ -145,10 +145,11 @@ class Bench:
         if traced is not None:
             tables["tracing"] = {"exporter": "otlp"}
             env.update(traced.variables())
-        extra = (*([f"--max-messages={max_messages}"] if max_messages else []), *(["--drain"] if drain else []))
+        extra = [f"--max-messages={max_messages}"] if max_messages else []
+        extra += ["--drain"] if drain else []
         return self.daemon(label, queues=[{"name": name, **queue_keys} for name in queues], concurrency=concurrency,
                            poll_for=poll_for, target={**target, **(target_keys or {})}, tables=tables, env=env,
-                           extra=extra, endpoint=endpoint).start()
+                           extra=tuple(extra), endpoint=endpoint).start()
 
     def backlog_run(self, kind: str, label: str, *, concurrency: int, messages: int, delay_ms: float,
                     **options: Any) -> dict[str, Any]:
