@@ -13,9 +13,7 @@
 //                       ALL_OLD), as DynamoDB answers. Two items on one key: ValidationException.
 //   BatchWriteItem      PutRequest and DeleteRequest, never anything left in UnprocessedItems
 //   DeleteItem, UpdateItem (SET a = b, ...) with a ConditionExpression: ConditionalCheckFailedException
-// Conditions: OR, AND, NOT, parentheses, attribute_exists(p), attribute_not_exists(p), = <> < <= > >=
-// over #names, :values and plain names (N compared as numbers, S as strings). Tables are keyed by a
-// string hash key (the daemon's `slot`).
+// Conditions: dynamodb_conditions.mjs. Tables are keyed by a string hash key (the daemon's `slot`).
 //
 // Round trip: every answer is held D ms (--latency-ms, or /_bench/delay): D/2 once the request is read, before
 // it is applied, and D/2 before the answer is sent, as fauxqs_server.mjs does for SQS. Each request waits on
@@ -28,6 +26,7 @@
 //   POST /_bench/forget?table=T    drop a table, its items and its counts
 import http from "node:http";
 import { performance } from "node:perf_hooks";
+import { Failure, holds } from "./dynamodb_conditions.mjs";
 
 const option = (name, fallback) => {
   const found = process.argv.find((arg) => arg.startsWith(`--${name}=`));
@@ -41,14 +40,6 @@ const tables = new Map(); // name -> {key, ttl, items: Map(key value -> item), c
 const requests = new Map(); // table -> {action: n}
 const carried = new Map(); // table -> {action: items}
 let requestIds = 0;
-
-class Failure extends Error {
-  constructor(code, message, extra = {}) {
-    super(message);
-    this.code = code;
-    this.extra = extra;
-  }
-}
 
 function count(table, action, items) {
   for (const [map, n] of [[requests, 1], [carried, items]]) {
@@ -78,73 +69,6 @@ function keyValue(table, item) {
   const value = item?.[table.key]?.S;
   if (typeof value !== "string") throw new Failure("ValidationException", `missing the key ${table.key} (S)`);
   return value;
-}
-
-// ---------------------------------------------------------------- conditions
-
-function tokenize(text) {
-  return text.match(/\(|\)|,|<>|<=|>=|=|<|>|[#:]?[A-Za-z0-9_.\-]+/g) ?? [];
-}
-
-function evaluate(text, item, names = {}, values = {}) {
-  const tokens = tokenize(text);
-  let at = 0;
-  const peek = () => tokens[at];
-  const take = (want) => {
-    const token = tokens[at++];
-    if (want !== undefined && token !== want) throw new Failure("ValidationException", `condition: expected ${want} in ${text}`);
-    return token;
-  };
-  const operand = () => {
-    const token = take();
-    if (token.startsWith(":")) return values[token];
-    return item?.[token.startsWith("#") ? names[token] : token];
-  };
-  const compare = (a, op, b) => {
-    if (a === undefined || b === undefined) return op === "<>";
-    const [x, y] = "N" in a && "N" in b ? [Number(a.N), Number(b.N)] : [a.S ?? JSON.stringify(a), b.S ?? JSON.stringify(b)];
-    return { "=": x === y, "<>": x !== y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y }[op];
-  };
-  const term = () => {
-    const token = peek();
-    if (token?.toUpperCase() === "NOT") return take(), !term();
-    if (token === "(") {
-      take();
-      const value = or();
-      take(")");
-      return value;
-    }
-    if (token === "attribute_exists" || token === "attribute_not_exists") {
-      take();
-      take("(");
-      const present = operand() !== undefined;
-      take(")");
-      return token === "attribute_exists" ? present : !present;
-    }
-    const left = operand();
-    const op = take();
-    if (!["=", "<>", "<", "<=", ">", ">="].includes(op)) throw new Failure("ValidationException", `condition: ${op}?`);
-    return compare(left, op, operand());
-  };
-  const and = () => {
-    let value = term();
-    while (peek()?.toUpperCase() === "AND") take(), (value = term() && value);
-    return value;
-  };
-  const or = () => {
-    let value = and();
-    while (peek()?.toUpperCase() === "OR") take(), (value = and() || value);
-    return value;
-  };
-  const value = or();
-  if (at !== tokens.length) throw new Failure("ValidationException", `condition: unexpected ${peek()} in ${text}`);
-  return value;
-}
-
-function holds(request, item) {
-  const expression = request.ConditionExpression;
-  return expression === undefined || evaluate(expression, item, request.ExpressionAttributeNames,
-    request.ExpressionAttributeValues);
 }
 
 // ---------------------------------------------------------------- actions

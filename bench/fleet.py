@@ -9,7 +9,7 @@ import time
 from typing import Any, Callable
 
 from figures import cell, middle_rate, ratio_text, spreads
-from harness import Worker
+from processes import Worker
 from scenario import Block, Row, Scenario, interleave
 
 PROCESSES = (1, 2, 4)

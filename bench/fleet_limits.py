@@ -15,7 +15,7 @@ from typing import Any
 from dynamodb import MotoDynamo
 from figures import cell, spread, spreads
 from fleet import drain_together
-from harness import Worker
+from processes import Worker
 from scenario import Block, Row, Scenario, interleave
 
 PROCESSES = (1, 2, 4)

@@ -17,12 +17,7 @@ runner's clock, sleeps `delay` before answering 200, and with a capacity N answe
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import sys
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 import report  # noqa: E402
 from figures import spreads  # noqa: E402
-from harness import RESULTS, Worker, free_port, unique  # noqa: E402
-from local_app import LocalApp  # noqa: E402
+from flow_app import App, LimitSampler, start_daemon, wait_for  # noqa: E402
+from flow_measures import aimd_figures, mean_in_flight, most_in_window  # noqa: E402
+from harness import RESULTS, free_port, unique  # noqa: E402
 from scenario import Scenario, interleave  # noqa: E402
 from session import Bench, Settings  # noqa: E402
 
@@ -52,134 +48,6 @@ class FlowSettings:
         self.high_cap = 3
         self.high_messages = 200 if quick else 300  # 3 at a time, 50 ms each: 3.3 or 5 s
         self.low_messages = 900 if quick else 1200  # enough to keep the 7 other slots busy meanwhile
-
-
-# ---------------------------------------------------------------- the app
-
-
-@dataclass
-class Request:
-    arrived: float
-    answered: float
-    queue: str
-    status: int
-    number: int
-
-
-class App(LocalApp):
-    """Records every request; with a capacity, answers 429 above it."""
-
-    def __init__(self, delay: float = 0.0, capacity: int | None = None) -> None:
-        self.delay, self.capacity = delay, capacity
-        self.lock = threading.Lock()
-        self.requests: list[Request] = []
-        self.accepted = 0
-        self.now: dict[str, int] = {}
-        self.peak: dict[str, int] = {}
-        super().__init__(lambda headers, body: self.handle(time.monotonic(), headers.get("X-Aws-Sqsd-Queue", ""), body))
-
-    def handle(self, arrived: float, queue: str, body: bytes) -> int:
-        try:
-            number = int(json.loads(body)["n"])
-        except (ValueError, KeyError, TypeError):
-            number = -1
-        with self.lock:
-            if self.capacity is not None and self.accepted >= self.capacity:
-                self.requests.append(Request(arrived, time.monotonic(), queue, 429, number))
-                return 429
-            self.accepted += 1
-            self.now[queue] = self.now.get(queue, 0) + 1
-            self.peak[queue] = max(self.peak.get(queue, 0), self.now[queue])
-        if self.delay:
-            time.sleep(self.delay)
-        with self.lock:
-            self.accepted -= 1
-            self.now[queue] -= 1
-            self.requests.append(Request(arrived, time.monotonic(), queue, 200, number))
-        return 200
-
-    def ok(self, queue: str | None = None) -> list[Request]:
-        with self.lock:
-            return [r for r in self.requests if r.status == 200 and (queue is None or r.queue == queue)]
-
-
-def mean_in_flight(requests: list[Request], start: float, end: float) -> float:
-    """Time-weighted mean of the requests in flight at the app over [start, end]."""
-    if end <= start:
-        return 0.0
-    busy = sum(max(0.0, min(r.answered, end) - max(r.arrived, start)) for r in requests)
-    return busy / (end - start)
-
-
-def idle_share(requests: list[Request], start: float, end: float) -> float:
-    """The share of [start, end] during which the app had nothing in flight."""
-    covered, reach = 0.0, start
-    for r in sorted(requests, key=lambda r: r.arrived):
-        begin, finish = max(r.arrived, reach), min(r.answered, end)
-        if finish > begin:
-            covered += finish - begin
-        reach = max(reach, min(r.answered, end))
-    return 1 - covered / (end - start) if end > start else 0.0
-
-
-def most_in_window(arrivals: list[float], seconds: float) -> int:
-    """The most arrivals in any window [t, t + seconds) that starts at an arrival."""
-    best, last = 0, 0
-    for first, moment in enumerate(arrivals):
-        while last < len(arrivals) and arrivals[last] < moment + seconds:
-            last += 1
-        best = max(best, last - first)
-    return best
-
-
-# ---------------------------------------------------------------- the daemon
-
-
-def start_daemon(bench: Any, label: str, *, concurrency: int, queues: list[dict[str, Any]],
-                 target: dict[str, Any], strategy: str = "priority", status_port: int | None = None) -> Worker:
-    """bin/workerless on a config file written here (the flow-control keys have no flags), started."""
-    worker = bench.daemon(label, queues=queues, concurrency=concurrency, target={"type": "http", **target},
-                          polling={"strategy": strategy, "poll_for": 1, "batch_size": 10},
-                          tables={"status": {"listen": f"127.0.0.1:{status_port}"}} if status_port else None)
-    worker.start().wait_started(60)
-    return worker
-
-
-class LimitSampler:
-    """The daemon's own view of its target (/status: the adaptive limit and the in-flight count) every 100 ms."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.samples: list[tuple[float, int, int]] = []  # (monotonic, limit, in_flight)
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-
-    def _sample(self) -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-        while not self.stopping.wait(0.1):
-            try:
-                connection.request("GET", "/status")
-                target = json.loads(connection.getresponse().read())["targets"][0]
-                self.samples.append((time.monotonic(), int(target["limit"]), int(target["in_flight"])))
-            except (OSError, http.client.HTTPException, ValueError, KeyError, IndexError):
-                connection.close()
-
-    def stop(self) -> list[tuple[float, int, int]]:
-        self.stopping.set()
-        self.thread.join(5)
-        return self.samples
-
-
-def wait_for(condition: Any, timeout: float, worker: Worker) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        if worker.poll() is not None:
-            raise RuntimeError(f"{worker.label} exited {worker.exit_code}; see {worker.log_path}")
-        time.sleep(0.05)
-    return False
 
 
 # ---------------------------------------------------------------- scenarios
@@ -213,25 +81,6 @@ def rate_run(bench: Any, s: FlowSettings, rate: int, label: str) -> dict[str, An
             "max_1s": (most := most_in_window(arrivals, 1.0)), "max_1s_ratio": most / (rate + burst)}
 
 
-def convergence(ok: list[Request], t0: float, end: float, capacity: int, threshold: float) -> float | None:
-    """Seconds from t0 to the first 50 ms sample from which the trailing-1 s mean in flight stays >= threshold x
-    capacity until `end`, once the app has been at capacity (None: never)."""
-    peak_at = min((r.arrived for r in ok if sum(1 for o in ok if o.arrived <= r.arrived < o.answered) >= capacity),
-                  default=None)
-    if peak_at is None:
-        return None
-    samples = [t0 + 0.05 * k for k in range(1, int((end - t0) / 0.05) + 1)]
-    good = [mean_in_flight(ok, max(t0, t - 1.0), t) >= threshold * capacity for t in samples]
-    found = None
-    for t, fine in zip(reversed(samples), reversed(good)):
-        if not fine:
-            break
-        found = t
-    if found is None:
-        return None
-    return max(found, peak_at) - t0
-
-
 def aimd_run(bench: Any, s: FlowSettings, label: str) -> dict[str, Any]:
     messages = s.aimd_messages
     url, dead_url = bench.sqs.create(name := unique(label)), bench.sqs.create(dead := unique(label + "-dlq"))
@@ -263,32 +112,6 @@ def aimd_run(bench: Any, s: FlowSettings, label: str) -> dict[str, Any]:
     return {"messages": messages, "capacity": s.capacity, "concurrency": s.aimd_concurrency, "peak_in_flight": peak,
             **figures, "left_in_queue": left, "lost": max(0, figures["never_answered_2xx"] - left),
             "dead_lettered": dead_lettered}
-
-
-def aimd_figures(requests: list[Request], messages: int, capacity: int, threshold: float) -> dict[str, Any]:
-    ok = sorted((r for r in requests if r.status == 200), key=lambda r: r.answered)
-    first_ok: dict[int, float] = {}
-    for r in ok:
-        first_ok.setdefault(r.number, r.answered)
-    t0 = min(r.arrived for r in requests)
-    done = sorted(first_ok.values())
-    end = done[int(0.95 * messages) - 1] if len(done) >= 0.95 * messages else ok[-1].answered
-    middle = (t0 + end) / 2
-    busy = [r for r in requests if r.status == 429]
-    samples = (middle + 0.05 * k for k in range(int((end - middle) / 0.05) + 1))
-    moving = [mean_in_flight(ok, t - 1.0, t) for t in samples]
-    second_half = [r for r in requests if middle <= r.arrived < end]
-    return {"run_s": max(r.answered for r in requests) - t0, "to_95_percent_s": end - t0,
-            "convergence_s": convergence(ok, t0, end, capacity, threshold),
-            "mean_in_flight_second_half": mean_in_flight(ok, middle, end),
-            "mean_in_flight_second_half_ratio": mean_in_flight(ok, middle, end) / capacity,
-            "moving_average_min_second_half_ratio": min(moving) / capacity,
-            "app_idle_share_second_half": idle_share(ok, middle, end),
-            "requests": len(requests), "busy_429": len(busy), "busy_share": len(busy) / len(requests),
-            "busy_429_first_second": sum(1 for r in busy if r.arrived < t0 + 1.0),
-            "busy_share_second_half": sum(1 for r in second_half if r.status == 429) / max(1, len(second_half)),
-            "delivered": len(first_ok), "duplicates": len(ok) - len(first_ok),
-            "never_answered_2xx": messages - len(first_ok), "second_half": (middle, end)}
 
 
 def priority_run(bench: Any, s: FlowSettings, label: str) -> dict[str, Any]:

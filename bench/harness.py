@@ -1,18 +1,16 @@
-"""The runner's SQS client and the measured processes, all on 127.0.0.1: bin/workerless on a generated TOML file
-and bench/baseline.py, sampled from /proc. The runner itself is plain CPython (no gevent)."""
+"""The runner's basics, all on 127.0.0.1: its paths and log, its own SQS client, loopback helpers and the daemon's
+generated TOML file. The runner itself is plain CPython (no gevent)."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,6 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RESULTS = BENCH / "results"
 LOGS = RESULTS / "logs"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 DAEMON_BIN = ROOT / "bin" / "workerless"  # run.py --daemon-bin points this at another checkout
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_REGION": "us-east-1"}
@@ -134,183 +131,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-# ---------------------------------------------------------------- measured processes
-
-
-def proc_cpu_seconds(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def proc_status_kb(pid: int, key: str) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def descendants(pid: int) -> list[int]:
-    """pid and every process under it, from /proc/PID/task/TID/children."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        try:
-            for task in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{task}/children") as handle:
-                    todo += [int(child) for child in handle.read().split()]
-        except OSError:
-            pass
-    return found
-
-
-def tree_rss_kb(pid: int) -> int | None:
-    """VmRSS of pid and its descendants together (a container's memory limit counts them all); None once gone."""
-    values = [proc_status_kb(member, "VmRSS") for member in descendants(pid)]
-    return sum(value for value in values if value) or None
-
-
-@dataclass
-class Sample:
-    at: float  # time.monotonic()
-    count: int  # sink deliveries so far
-    cpu: float | None  # process utime+stime, seconds
-    hwm_kb: int | None  # VmHWM
-    tree_kb: int | None = None  # VmRSS of the process and its children (the credentials child, if any)
-
-
-@dataclass
-class Worker:
-    """bin/workerless or bench/baseline.py as a subprocess, with its log in bench/results/logs."""
-
-    kind: str  # "daemon" | "baseline"
-    label: str
-    argv: list[str]
-    env: dict[str, str]
-    process: subprocess.Popen | None = None
-    rusage: Any = None
-    exit_code: int | None = None
-    samples: list[Sample] = field(default_factory=list)
-    cwd: Path = ROOT
-
-    @property
-    def log_path(self) -> Path:
-        return LOGS / f"{self.label}.log"
-
-    def start(self) -> Worker:
-        LOGS.mkdir(parents=True, exist_ok=True)
-        self.log_handle = open(self.log_path, "wb")
-        self.process = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env, stdout=self.log_handle,
-                                        stderr=subprocess.STDOUT)
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def wait_started(self, timeout: float = 30) -> None:
-        marker = "workerless started" if self.kind == "daemon" else "baseline started"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if marker in self.log_text():
-                return
-            if self.poll() is not None:
-                break
-            time.sleep(0.01)
-        tail = "\n".join(self.log_text().splitlines()[-15:])
-        self.kill()
-        raise RuntimeError(f"{self.label} did not start (exit {self.exit_code}):\n{tail}")
-
-    def poll(self) -> int | None:
-        """Reap the process with wait4 so its rusage (peak RSS, CPU) is kept."""
-        if self.exit_code is not None or self.process is None:
-            return self.exit_code
-        try:
-            pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
-        except ChildProcessError:
-            self.exit_code = self.process.returncode if self.process.returncode is not None else -1
-            return self.exit_code
-        if pid == 0:
-            return None
-        self.rusage = rusage
-        self.exit_code = os.waitstatus_to_exitcode(status)
-        self.process.returncode = self.exit_code
-        self.log_handle.close()
-        return self.exit_code
-
-    def wait(self, timeout: float) -> int | None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.poll() is not None:
-                return self.exit_code
-            time.sleep(0.01)
-        return None
-
-    def signal(self, signum: int = signal.SIGTERM) -> None:
-        if self.poll() is None:
-            try:
-                os.kill(self.pid, signum)
-            except ProcessLookupError:
-                pass
-
-    def stop(self, timeout: float = 15) -> int | None:
-        """SIGTERM, then SIGKILL if it does not exit in time."""
-        self.signal(signal.SIGTERM)
-        if self.wait(timeout) is None:
-            self.kill()
-        return self.exit_code
-
-    def kill(self) -> None:
-        self.signal(signal.SIGKILL)
-        self.wait(5)
-
-    def cpu(self) -> float | None:
-        return proc_cpu_seconds(self.pid) if self.exit_code is None else None
-
-    def sample(self, sink: Any) -> Sample:
-        count = sink.stats()["count"] if sink is not None else 0
-        alive = self.exit_code is None
-        item = Sample(time.monotonic(), count, self.cpu(), proc_status_kb(self.pid, "VmHWM"),
-                      tree_rss_kb(self.pid) if alive else None)
-        self.samples.append(item)
-        return item
-
-    def peak_rss_mb(self) -> float | None:
-        """VmHWM as last sampled, or ru_maxrss from wait4 when no sample had it."""
-        values = [s.hwm_kb for s in self.samples if s.hwm_kb]
-        if values:
-            return max(values) / 1024
-        if self.rusage is not None:
-            return self.rusage.ru_maxrss / 1024
-        return None
-
-
-    def peak_tree_rss_mb(self) -> float | None:
-        """The largest sampled sum of VmRSS over the process and its children."""
-        values = [s.tree_kb for s in self.samples if s.tree_kb]
-        return max(values) / 1024 if values else None
-
-
-def worker_env(endpoint: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "WORKERLESS_", "OTEL_"))}
-    return {**env, **AWS_ENV, "AWS_ENDPOINT_URL": endpoint, "PYTHONUNBUFFERED": "1"}
-
-
 def toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -333,20 +153,3 @@ def write_config(label: str, *, concurrency: int, queues: list[dict[str, Any]], 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
     return path
-
-
-def make_daemon(label: str, endpoint: str, config: Path, extra: tuple[str, ...] = (),
-                env: dict[str, str] | None = None) -> Worker:
-    """bin/workerless on `config`, run from its own checkout as one runs it: a `python -m` child of the daemon would
-    put the working directory first on its sys.path and import this checkout's workerless_gevent instead."""
-    argv = [sys.executable, str(DAEMON_BIN), "-c", str(config), *extra]
-    return Worker("daemon", label, argv, {**worker_env(endpoint), **(env or {})}, cwd=DAEMON_BIN.resolve().parent.parent)
-
-
-def make_baseline(label: str, endpoint: str, *, queues: list[str], sink_url: str, concurrency: int,
-                  poll_for: int, max_messages: int | None = None) -> Worker:
-    argv = [sys.executable, str(BENCH / "baseline.py"), f"--queues={','.join(queues)}", f"--http={sink_url}/",
-            f"--concurrency={concurrency}", f"--poll-for={poll_for}"]
-    if max_messages:
-        argv.append(f"--max-messages={max_messages}")
-    return Worker("baseline", label, argv, worker_env(endpoint))

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from figures import cell, drain_text, paired, spreads
-from harness import Idempotent, proc_cpu_seconds, unique
+from harness import Idempotent, unique
+from processes import proc_cpu_seconds
 from scenario import Block, Check, Row, Scenario, check, interleave
 
 CONCURRENCY = 50

@@ -15,7 +15,8 @@ import time
 from typing import Any
 
 import harness
-from harness import RESULTS, log, make_baseline
+from harness import RESULTS, log
+from processes import make_baseline
 from profile_summary import summarize_profile
 from session import Bench
 

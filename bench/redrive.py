@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any
 
 import harness
+import processes
 from figures import cell, paired, spreads
 from harness import unique
 from scenario import Block, Check, Row, Scenario, check, interleave
@@ -62,7 +63,7 @@ def redrive_run(bench: Any, case: str, label: str, count: int) -> dict[str, Any]
     argv = [sys.executable, str(harness.DAEMON_BIN), "redrive", dead_letters, f"--parallel={parallel}"]
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.monotonic()
-    done = subprocess.run(argv, env=harness.worker_env(bench.fauxqs.url), cwd=harness.DAEMON_BIN.parent.parent,
+    done = subprocess.run(argv, env=processes.worker_env(bench.fauxqs.url), cwd=harness.DAEMON_BIN.parent.parent,
                           capture_output=True, text=True, timeout=900)
     wall = time.monotonic() - began
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)

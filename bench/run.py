@@ -23,7 +23,7 @@ and 30 ms on the port the workers use (bench/fauxqs_server.mjs); FAUXQS_DELAY_MS
 environment sets it for every other scenario. The runner's own setup calls never wait for it.
 
 This module is the command line only: scenarios.py names every scenario, each one a Scenario (scenario.py: its run,
-rows and targets) in its own module; session.py is the running Bench, harness.py the processes it drives, figures.py
+rows and targets) in its own module; session.py is the running Bench, processes.py the processes it drives, figures.py
 the figures they share, checks.py and report.py the targets and the printed report, profiling.py the profile.
 """
 

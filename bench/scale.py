@@ -9,9 +9,11 @@ import time
 from typing import Any
 
 import harness
+import processes
 from figures import compare, latencies, pool, spread
-from harness import Worker, unique
+from harness import unique
 from polling import wake_tries
+from processes import Worker
 from scenario import Block, Check, Row, Scenario, alone, check, compared, interleave
 
 POLL_FOR = 20  # SQS's longest long poll, the setting the idle expectation is given for
@@ -70,8 +72,8 @@ def scale(bench: Any) -> Block:
             per_queue = figures.pop("per_queue")
             result = {"requests_per_min": sum(per_queue), "expected_per_min": len(names) * 60 / POLL_FOR,
                       "requests": sum(figures["by_action"].values()), **figures,
-                      "rss_mb": (harness.proc_status_kb(worker.pid, "VmRSS") or 0) / 1024,
-                      "peak_rss_mb": (harness.proc_status_kb(worker.pid, "VmHWM") or 0) / 1024}
+                      "rss_mb": (processes.proc_status_kb(worker.pid, "VmRSS") or 0) / 1024,
+                      "peak_rss_mb": (processes.proc_status_kb(worker.pid, "VmHWM") or 0) / 1024}
             idle[key].append(result)
             harness.log(f"  scale idle {key[0]} {key[1]} run {index + 1}: {result['requests_per_min']:.1f} requests/min "
                         f"(expected {result['expected_per_min']:.0f}), {result['cpu_s_per_idle_min']:.3f} CPU s/min, "

@@ -8,9 +8,11 @@ import fleet
 import fleet_limits
 import flow
 import idempotency
+import latency
 import polling
 import redrive
 import scale
+import scale_priority
 import scale_targets
 import scale_wide
 import startup
@@ -20,7 +22,7 @@ from scenario import Scenario
 ORDER = ("throughput", "components", "slow_sink", "requests", "idle", "wake", "memory", "priority", "latency",
          "startup", "scale", "lambda", "scale_wide", "scale_queues", "scale_priority", "flow", "fleet", "fleet_limits",
          "idempotency", "tracing", "redrive", "batch")
-MODULES = (backlog, polling, startup, scale, scale_wide, scale_targets, flow, fleet, fleet_limits, idempotency,
-           tracing, redrive, batch)
+MODULES = (backlog, latency, polling, startup, scale, scale_wide, scale_targets, scale_priority, flow, fleet,
+           fleet_limits, idempotency, tracing, redrive, batch)
 _BY_NAME = {scenario.name: scenario for module in MODULES for scenario in module.SCENARIOS}
 SCENARIOS: dict[str, Scenario] = {name: _BY_NAME[name] for name in ORDER}

@@ -11,8 +11,10 @@ import time
 from typing import Any
 
 import harness
+import processes
 import services
-from harness import Idempotent, Sqs, Traced, Worker, make_baseline, unique
+from harness import Idempotent, Sqs, Traced, unique
+from processes import Worker, make_baseline
 from services import DynamoStandIn, OtlpSink, Proxy, Sink
 
 
@@ -114,7 +116,7 @@ class Bench:
             label, concurrency=concurrency, queues=[q if isinstance(q, dict) else {"name": q} for q in queues],
             target=target or {"type": "http", "url": f"{self.sink.url}/"}, tables=tables,
             polling=polling or {"poll_for": poll_for, "batch_size": 10})
-        worker = harness.make_daemon(label, endpoint or self.fauxqs.url, config, extra, env)
+        worker = processes.make_daemon(label, endpoint or self.fauxqs.url, config, extra, env)
         self.workers.append(worker)
         return worker
 
@@ -202,11 +204,11 @@ class Bench:
         while True:
             sample = worker.sample(self.sink)
             if sample.count > 0 and not helper_cpu:
-                helper_cpu.append((*(harness.proc_cpu_seconds(pid) for pid in helpers), time.monotonic()))
+                helper_cpu.append((*(processes.proc_cpu_seconds(pid) for pid in helpers), time.monotonic()))
             if sample.count >= messages or worker.poll() is not None or time.monotonic() > deadline:
                 break
             time.sleep(0.01)
-        helper_cpu.append((*(harness.proc_cpu_seconds(pid) for pid in helpers), time.monotonic()))
+        helper_cpu.append((*(processes.proc_cpu_seconds(pid) for pid in helpers), time.monotonic()))
         return helper_cpu
 
 

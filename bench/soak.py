@@ -47,9 +47,7 @@ import json
 import random
 import signal
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,148 +56,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 import services
 from dynamodb import MotoDynamo
-from harness import RESULTS, Sqs, Worker, log, make_daemon, proc_status_kb, unique
-from local_app import LocalApp
+from harness import RESULTS, Sqs, log, unique
+from processes import make_daemon, proc_status_kb
+from soak_ends import Feeder, Ledger, soak_app
+from soak_report import Life, print_summary, soak_result
 from sqs_chaos import RUNTIME_ACTIONS, SqsChaos
-
-# ---------------------------------------------------------------- the sink: an app that fails 10 %
-
-
-class Ledger:
-    """Every delivery the sink saw, by message number; thread-safe."""
-
-    def __init__(self, failure_rate: float, seed: int) -> None:
-        self.failure_rate = failure_rate
-        self.rng = random.Random(seed)
-        self.lock = threading.Lock()
-        self.successes: dict[int, int] = {}  # n -> 2xx answers
-        self.answered_at: dict[int, list[float]] = {}  # n -> time.monotonic() of each 2xx
-        self.keys: dict[int, str] = {}  # n -> its X-Workerless-Idempotency-Key (the message id), when it has one
-        self.failures: dict[int, int] = {}  # n -> 5xx answers
-        self.deliveries = 0
-        self.redeliveries_after_failure = 0
-        self.unparsable = 0
-
-    def judge(self, body: bytes, key: str | None = None) -> int:
-        try:
-            number = int(json.loads(body)["n"])
-        except (ValueError, KeyError, TypeError):
-            with self.lock:
-                self.unparsable += 1
-            return 400
-        with self.lock:
-            self.deliveries += 1
-            if number in self.failures:
-                self.redeliveries_after_failure += 1
-            if self.rng.random() < self.failure_rate:
-                self.failures[number] = self.failures.get(number, 0) + 1
-                return 500
-            self.successes[number] = self.successes.get(number, 0) + 1
-            self.answered_at.setdefault(number, []).append(time.monotonic())
-            if key:
-                self.keys[number] = key
-            return 200
-
-    def delivered(self) -> int:
-        with self.lock:
-            return len(self.successes)
-
-    def snapshot(self, total: int) -> dict[str, Any]:
-        with self.lock:
-            return {
-                "deliveries": self.deliveries,
-                "distinct_succeeded": len(self.successes),
-                "lost": total - len([n for n in self.successes if n < total]),
-                "duplicates": sum(1 for count in self.successes.values() if count > 1),
-                "duplicate_deliveries": sum(count - 1 for count in self.successes.values()),
-                "failed_deliveries": sum(self.failures.values()),
-                "messages_that_failed_at_least_once": len(self.failures),
-                "redeliveries_after_failure": self.redeliveries_after_failure,
-                "unexpected_bodies": self.unparsable + len([n for n in self.successes if n >= total]),
-            }
-
-
-def soak_app(ledger: Ledger, delay_ms: float, seed: int) -> LocalApp:
-    """The sink: judged by the ledger, each answer held up to twice `delay_ms` at random."""
-    rng = random.Random(seed + 1)
-
-    def handle(headers: Any, body: bytes) -> int:
-        status = ledger.judge(body, headers.get("X-Workerless-Idempotency-Key"))
-        if delay_ms:
-            time.sleep(rng.uniform(0, 2 * delay_ms / 1000))
-        return status
-
-    return LocalApp(handle)
-
-
-# ---------------------------------------------------------------- feeding
-
-
-def message_body(number: int, run: str) -> str:
-    return json.dumps({"n": number, "run": run, "pad": "x" * 100})
-
-
-class Feeder(threading.Thread):
-    """Sends messages 0..total-1 in batches of 10 at `rate` per second (0: as fast as it can)."""
-
-    def __init__(self, sqs: Sqs, url: str, total: int, rate: float, run: str) -> None:
-        super().__init__(daemon=True)
-        self.sqs, self.url, self.total, self.rate, self.run_id = sqs, url, total, rate, run
-        self.sent = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        started = time.monotonic()
-        try:
-            for first in range(0, self.total, 10):
-                if self.rate:
-                    ahead = first / self.rate - (time.monotonic() - started)
-                    if ahead > 0:
-                        time.sleep(ahead)
-                entries = [{"Id": str(i), "MessageBody": message_body(first + i, self.run_id)}
-                           for i in range(min(10, self.total - first))]
-                response = self.send(entries)
-                if response.get("Failed"):
-                    raise RuntimeError(f"send failed: {response['Failed'][:1]}")
-                self.sent += len(entries)
-        except Exception as error:  # noqa: BLE001 - reported by the main loop
-            self.error = error
-
-    def send(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
-        for attempt in range(5):
-            try:
-                return dict(self.sqs.client.send_message_batch(QueueUrl=self.url, Entries=entries))
-            except Exception:
-                if attempt == 4:
-                    raise
-                time.sleep(0.5)
-        return {}
-
-
-# ---------------------------------------------------------------- the daemon's lives
-
-
-@dataclass
-class Life:
-    """One daemon process from start to the signal that ended it."""
-
-    index: int
-    label: str
-    started: float
-    ended_by: str = ""  # SIGKILL | SIGTERM | final SIGTERM | crashed
-    launched: float = 0.0  # time.monotonic() when its process was started (`started`: once it was up)
-    signalled: float | None = None  # time.monotonic() of the signal that ended it
-    exit_code: int | None = None
-    seconds: float = 0.0
-    stop_seconds: float | None = None  # SIGTERM to exit
-    rss_warm_kb: int | None = None
-    rss_end_kb: int | None = None
-    delivered_at_start: int = 0
-    delivered_at_end: int = 0
-    worker: Worker | None = field(default=None, repr=False)
-
-
-LIFE_FIELDS = [name for name in Life.__dataclass_fields__ if name != "worker"]
 
 
 def soak_config(label: str, queue: str, sink_url: str, concurrency: int, visibility_timeout: int,
@@ -334,87 +195,12 @@ class Soak:
                 next_signal = self.next_signal_at()
         finished = time.monotonic()
         self.end_life(life, "final SIGTERM")
-        return self.report(started, finished, feeder)
+        return soak_result(self, started, finished, feeder)
 
     def next_signal_at(self) -> float:
         if not self.options.kills:
             return float("inf")
         return time.monotonic() + self.rng.uniform(self.options.min_restart, self.options.max_restart)
-
-    def report(self, started: float, finished: float, feeder: Feeder) -> dict[str, Any]:
-        options = self.options
-        lives = [life for life in self.lives]
-        ratios = [life.rss_end_kb / life.rss_warm_kb for life in lives if life.rss_warm_kb and life.rss_end_kb]
-        warm = next((life.rss_warm_kb for life in lives if life.rss_warm_kb), None)
-        end = lives[-1].rss_end_kb
-        sigterm_exits = [life.exit_code for life in lives if "SIGTERM" in life.ended_by]
-        return {
-            "messages": options.messages,
-            "fed": feeder.sent,
-            "seconds": round(finished - started, 1),
-            **self.ledger.snapshot(options.messages),
-            "left_in_queue": self.sqs.left(self.url),
-            "timed_out": not (self.ledger.delivered() >= options.messages),
-            "daemons": len(lives),
-            "sigkills": sum(1 for life in lives if life.ended_by == "SIGKILL"),
-            "sigterms": sum(1 for life in lives if life.ended_by == "SIGTERM"),
-            "crashes": sum(1 for life in lives if life.ended_by == "crashed"),
-            "sigterm_exit_codes_all_0": all(code == 0 for code in sigterm_exits),
-            "sigterm_stop_seconds_max": max((life.stop_seconds or 0 for life in lives), default=None),
-            "rss_start_kb": warm,
-            "rss_end_kb": end,
-            "rss_end_vs_start": round(end / warm, 3) if warm and end else None,
-            "rss_growth_within_a_life_max": round(max(ratios), 3) if ratios else None,
-            "sqs_faults": self.chaos.report() if self.chaos is not None else None,
-            "idempotency_table": self.table,
-            "duplicate_causes": duplicate_causes(self.ledger, lives, started),
-            "settings": {key: value for key, value in vars(options).items() if key != "json"},
-            "lives": [{name: getattr(life, name) for name in LIFE_FIELDS} for life in lives],
-        }
-
-
-def duplicate_causes(ledger: Ledger, lives: list[Life], started: float) -> list[dict[str, Any]]:
-    """Each message answered 2xx more than once: when each answer came (seconds into the run), the daemon last
-    launched before it, how that one ended and how many seconds after the answer its signal came (negative: the
-    answer came while a SIGTERM drained it, or the sink had read the request before a SIGKILL)."""
-    causes = []
-    with ledger.lock:
-        repeated = {n: list(times) for n, times in ledger.answered_at.items() if len(times) > 1}
-    for number, times in sorted(repeated.items()):
-        answers = []
-        for at in times:
-            life = next((life for life in reversed(lives) if life.launched <= at), None)
-            answers.append({"at": round(at - started, 3), "daemon": life.label if life else None,
-                            "ended_by": life.ended_by if life else None,
-                            "signal_after_seconds": round(life.signalled - at, 3)
-                            if life and life.signalled else None})
-        causes.append({"n": number, "key": ledger.keys.get(number), "answers": answers})
-    return causes
-
-
-def print_summary(result: dict[str, Any]) -> None:
-    log("")
-    log(f"soak: {result['messages']} messages in {result['seconds']}s, {result['daemons']} daemons "
-        f"({result['sigkills']} SIGKILL, {result['sigterms']} SIGTERM, {result['crashes']} crashed)")
-    log(f"  lost {result['lost']}  duplicates {result['duplicates']} ({result['duplicate_deliveries']} extra "
-        f"deliveries)  failed deliveries {result['failed_deliveries']}  redeliveries after failure "
-        f"{result['redeliveries_after_failure']}  left in queue {result['left_in_queue']}")
-    log(f"  RSS after warm-up {result['rss_start_kb']} kB, at the end {result['rss_end_kb']} kB "
-        f"(x{result['rss_end_vs_start']}); largest growth within one daemon's life x"
-        f"{result['rss_growth_within_a_life_max']}")
-    log(f"  every SIGTERM exited 0: {result['sigterm_exit_codes_all_0']} "
-        f"(slowest stop {result['sigterm_stop_seconds_max']:.1f}s)")
-    for cause in result.get("duplicate_causes", []):
-        log(f"  duplicate n={cause['n']}: " + "; ".join(
-            f"2xx at {a['at']}s in {a['daemon']} (ended by {a['ended_by']} {a['signal_after_seconds']}s later)"
-            for a in cause["answers"]))
-    faults = result.get("sqs_faults")
-    if faults:
-        log(f"  SQS faults: {faults['faults_total']} of {sum(faults['requests'].values())} requests "
-            f"(share {faults['share']}); requests {faults['requests']}")
-        for action, kinds in faults["faults"].items():
-            log(f"    {action}: {kinds}")
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
