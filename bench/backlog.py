@@ -194,5 +194,4 @@ def memory_checks(block: Block) -> list[Check]:
 SCENARIOS = (Scenario("throughput", throughput, throughput_rows, throughput_checks),
              Scenario("components", components, components_rows),
              Scenario("slow_sink", slow_sink, slow_sink_rows, slow_sink_checks),
-             Scenario("memory", memory, memory_rows, memory_checks),
              Scenario("memory", memory, memory_rows, memory_checks))

@@ -18,6 +18,7 @@ import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import urllib.parse  # noqa: E402
+from typing import Callable  # noqa: E402
 
 import boto3  # noqa: E402
 import botocore.config  # noqa: E402
@@ -77,13 +78,15 @@ def main() -> int:
         response.read()
         response.release()
 
-    def post_concurrently() -> None:
-        pool = gevent.pool.Pool(50)
-        for index in range(posts):
-            pool.spawn(post_one, index)
-        pool.join()
+    def fifty_at_a_time(post: Callable[[int], None]) -> Callable[[], None]:
+        def run() -> None:
+            pool = gevent.pool.Pool(50)
+            for index in range(posts):
+                pool.spawn(post, index)
+            pool.join()
+        return run
 
-    post_us = cpu_per(posts, post_concurrently)
+    post_us = cpu_per(posts, fifty_at_a_time(post_one))
 
     def post_in_line() -> None:
         for index in range(posts // 4):
@@ -103,14 +106,8 @@ def main() -> int:
                 f"X-Aws-Sqsd-Receive-Count: 1\r\n\r\n")
         wire.exchange(head.encode("latin-1") + body, deadline=time.monotonic() + 30)
 
-    def wire_post_concurrently() -> None:
-        pool = gevent.pool.Pool(50)
-        for index in range(posts):
-            pool.spawn(wire_post_one, index)
-        pool.join()
-
     wire_post_one(0)  # warm up: a connection
-    wire_post_us = cpu_per(posts, wire_post_concurrently)
+    wire_post_us = cpu_per(posts, fifty_at_a_time(wire_post_one))
 
     def spawn_join() -> None:
         pool = gevent.pool.Pool(50)

@@ -1,15 +1,12 @@
 #!/usr/bin/env python3
-"""The quick guard on the hot path's CPU: a minute or two, not part of CI's pass/fail.
+"""The quick guard on the hot path's CPU: a minute or two, not part of CI's pass/fail (BENCHMARKS.md).
 
     python bench/cpu_check.py                        this checkout, 0 and 10 ms round trip
     python bench/cpu_check.py --vs=/other/checkout   the same drains, interleaved, beside another checkout
 
-Each run drains a backlog of --messages (default 5,000) at concurrency 50 from fauxqs into the sink
-(bench/session.py, as the throughput scenario does), --runs times per round trip, runs of the checkouts
-interleaved so machine noise hits them alike. It prints the median CPU per message (microseconds of the
-daemon's process tree between the first and the last delivery) and its ratio to REFERENCE below, and with
---vs the ratio between the two checkouts measured in this run, which is the figure to trust on a shared
-machine. Update REFERENCE (with the commit and the machine) when a change to the hot path lands.
+Each run drains --messages at concurrency 50, as the throughput scenario does; it prints the median CPU per message,
+its ratio to REFERENCE_US and, with --vs, to the other checkout measured in this run (the figure to trust on a shared
+machine). Update REFERENCE_US (with the commit and the machine) when a change to the hot path lands.
 """
 
 from __future__ import annotations
@@ -42,16 +39,14 @@ def parse_args() -> argparse.Namespace:
 
 
 def drain(bench: Bench, daemon_bin: Path, label: str, rtt: int, messages: int) -> dict[str, Any]:
-    harness.DAEMON_BIN = daemon_bin
+    harness.use_daemon_bin(daemon_bin)
     bench.fauxqs.set_delay(rtt)
     return bench.backlog_run("daemon", label, concurrency=50, messages=messages, delay_ms=0)
 
 
 def main() -> int:
     args = parse_args()
-    bins = {"this": harness.DAEMON_BIN.resolve()}
-    if args.vs:
-        bins["vs"] = (Path(args.vs) / "bin" / "workerless").resolve()
+    bins = harness.checkouts(args.vs)
     rtts = [int(rtt) for rtt in args.rtts.split(",")]
     bench = Bench(Settings(quick=True, runs=args.runs))
     figures: dict[tuple[str, int], list[dict[str, Any]]] = {}

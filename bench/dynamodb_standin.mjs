@@ -27,6 +27,7 @@
 import http from "node:http";
 import { performance } from "node:perf_hooks";
 import { Failure, holds } from "./dynamodb_conditions.mjs";
+import { sendJson, serve } from "./serve.mjs";
 
 const option = (name, fallback) => {
   const found = process.argv.find((arg) => arg.startsWith(`--${name}=`));
@@ -167,10 +168,8 @@ function apply(action, body) {
 // ---------------------------------------------------------------- HTTP
 
 function send(res, status, value) {
-  const text = JSON.stringify(value);
-  res.writeHead(status, { "Content-Type": "application/x-amz-json-1.0", "Content-Length": Buffer.byteLength(text),
-    "x-amzn-RequestId": `standin-${++requestIds}` });
-  res.end(text);
+  const headers = { "Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": `standin-${++requestIds}` };
+  sendJson(res, status, value, headers);
 }
 
 function answer(action, data) {
@@ -228,10 +227,4 @@ const server = http.createServer((req, res) => {
     }, half);
   });
 });
-server.keepAliveTimeout = 0; // idle connections stay open: the daemon's pool must not meet stale ones
-server.headersTimeout = 0;
-server.requestTimeout = 0;
-server.listen(port, "127.0.0.1", () => {
-  process.stdout.write(JSON.stringify({ port: server.address().port }) + "\n");
-});
-for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => process.exit(0));
+serve(server, port);

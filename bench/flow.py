@@ -3,8 +3,7 @@
 
     python bench/flow.py [--quick] [--runs=N] [--json=PATH] [--daemon-bin=PATH]   (default 2 runs; 1 with --quick)
 
-The app is a ThreadingHTTPServer in this process that records every request (arrival, answer, queue, status) on the
-runner's clock, sleeps `delay` before answering 200, and with a capacity N answers 429 above N in flight.
+The app (flow_app.py) records every request on the runner's clock, answers 200 after `delay`, 429 above a capacity.
 
 * rate      `rate_limit` 10, 50 and 200 on one queue: the steady rate once the burst is spent, and the most arrivals
             in any 10 s and 1 s window, over rate x W + burst.
@@ -23,14 +22,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import harness  # noqa: E402
-import report  # noqa: E402
+import figures  # noqa: E402
 from figures import spreads  # noqa: E402
 from flow_app import App, LimitSampler, start_daemon, wait_for  # noqa: E402
 from flow_measures import aimd_figures, mean_in_flight, most_in_window  # noqa: E402
 from harness import RESULTS, free_port, unique  # noqa: E402
 from scenario import Scenario, interleave  # noqa: E402
-from session import Bench, Settings  # noqa: E402
 
 RATES = (10, 50, 200)
 
@@ -182,10 +179,7 @@ SCENARIOS = (Scenario("flow", run, notes=lambda block: ["", *lines(block)]),)
 def lines(out: dict[str, Any]) -> list[str]:
     """The figures as lines: median [min-max] over the runs."""
     def cell(block: dict[str, Any], key: str, digits: int = 3) -> str:
-        item = block.get(key) or {"median": None}
-        if item["median"] is None:
-            return "n/a"
-        return f"{item['median']:.{digits}f} [{item['min']:.{digits}f}-{item['max']:.{digits}f}]"
+        return figures.cell(block.get(key), digits)
 
     s = out["settings"]
     lines = ["flow control (ratios to the configured rate, capacity or free slots; median [min-max])"]
@@ -216,27 +210,19 @@ def lines(out: dict[str, Any]) -> list[str]:
 
 
 def main() -> int:
+    """The flow scenario alone, through run.py's command with this tool's defaults (2 runs, its own JSON file)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 run, shorter backlogs")
     parser.add_argument("--runs", type=int, help="runs of each scenario (default 2, or 1 with --quick)")
     parser.add_argument("--json", help="default bench/results/flow-latest.json (flow-latest-quick.json with --quick)")
     parser.add_argument("--daemon-bin", help="bin/workerless of another checkout, e.g. to try a fix")
     args = parser.parse_args()
-    if args.daemon_bin:
-        harness.DAEMON_BIN = Path(args.daemon_bin).resolve()
-    runs = args.runs or (1 if args.quick else 2)
-    path = Path(args.json or RESULTS / ("flow-latest-quick.json" if args.quick else "flow-latest.json"))
-    results = report.header(" ".join(["python bench/flow.py", *sys.argv[1:]]), args.quick, runs)
-    bench = Bench(Settings(args.quick, runs))
-    try:
-        results["scenarios"] = {"flow": run(bench)}
-    finally:
-        bench.close()
-    report.finish(results)
-    report.write_results(str(path), results)
-    print("\n".join(lines(results["scenarios"]["flow"])))
-    print(f"wrote {path} in {results['seconds']:.0f}s")
-    return 0
+    path = args.json or RESULTS / ("flow-latest-quick.json" if args.quick else "flow-latest.json")
+    argv = ["--only=flow", "--no-profile", f"--runs={args.runs or (1 if args.quick else 2)}", f"--json={path}"]
+    argv += ["--quick"] * args.quick + [f"--daemon-bin={args.daemon_bin}"] * bool(args.daemon_bin)
+    import run as runner  # run.py imports every scenario, this one too
+
+    return runner.main(argv, command="python bench/flow.py")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,21 @@ def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def use_daemon_bin(path: str | Path | None) -> None:
+    """Measure another checkout's bin/workerless from now on (--daemon-bin); None keeps this checkout's."""
+    global DAEMON_BIN
+    if path:
+        DAEMON_BIN = Path(path).resolve()
+
+
+def checkouts(vs: str | None, this: str | None = None) -> dict[str, Path]:
+    """The daemons a standalone tool measures: this checkout's (or `this`), and with --vs another checkout's."""
+    bins = {"this": Path(this or DAEMON_BIN).resolve()}
+    if vs:
+        bins["vs"] = (Path(vs) / "bin" / "workerless").resolve()
+    return bins
+
+
 @dataclass(frozen=True)
 class Idempotent:
     """Every queue gets `idempotency_key`, [idempotency] names `table`, DynamoDB is at `dynamodb_url`."""

@@ -9,17 +9,10 @@
     python bench/instructions.py --tracing=off,traceidratio:0.01 --export-batch=8   exports counted in, about
                                                          as often as the tracing scenario makes them
 
-CPU time per message on a shared machine moves by a fifth between two drains of one build (see
-BENCHMARKS.md, 'The quick CPU check'), more than most changes to the hot path are worth. This counts what
-the daemon's process executes instead: each checkout drains --small and then --large messages at
-concurrency 50 from fauxqs into the instant sink under `valgrind --tool=callgrind`, and the instructions of
-the larger drain less those of the smaller, over the messages between them, are the instructions per
-message, start-up and stop cancelled out. PYTHONHASHSEED is fixed so dict layouts repeat; what still moves
-(how many answers were already there when a slot read its socket) moves the figure by about 1%. Instructions
-in the kernel (system calls) are not counted. Needs valgrind (apt install valgrind); a run takes a few
-minutes per checkout. Not part of CI. With --tracing each checkout drains once per sampler named, `off` being
-no [tracing], and the ratio of each to the first is printed; spans are exported in full batches (of 512, or
---export-batch) and at stop only (see `traced`).
+Each checkout drains --small and then --large messages at concurrency 50 under `valgrind --tool=callgrind`; the
+difference over the messages between them is the instructions per message, start-up and stop cancelled out, and
+steadier than CPU time on a shared machine (BENCHMARKS.md, "Regression guards"). PYTHONHASHSEED is fixed so dict
+layouts repeat; system calls are not counted. With --tracing each checkout drains once per sampler, `off` first.
 """
 
 from __future__ import annotations
@@ -56,13 +49,8 @@ def parse_args() -> argparse.Namespace:
 
 def traced(bench: Bench, sampler: str, batch: int = 512) -> Traced | None:
     """None for `off`; else spans sampled by SAMPLER[:ARG] to the OTLP collector, exported only in full batches
-    of `batch` and at stop (OTEL_BSP_SCHEDULE_DELAY of an hour). An export's fixed cost (the HTTP request, requests'
-    reading of the proxy variables) is paid once per export, and a timed export comes every few seconds
-    however many spans wait: under callgrind, which runs the daemon some fifty times slower, a timer of 5 s
-    (the SDK's default) or 200 ms (the tracing scenario's) makes tens of exports of a few spans each, where
-    the same drain at full speed makes one or none, and how many depends on how long the drain took: with 5 s,
-    a 1 % sampler's figure moved from 1.094x to 1.141x between two runs whose code differed by one call a
-    delivery. A batch counts them in by the messages instead of the clock."""
+    of `batch` and at stop: under callgrind, fifty times slower, a timed export would come once per few spans, and
+    how many depended on how long the drain took (a 1 % sampler's figure moved from 1.094x to 1.141x)."""
     if sampler == "off":
         return None
     name, _, argument = sampler.partition(":")
@@ -73,7 +61,7 @@ def traced(bench: Bench, sampler: str, batch: int = 512) -> Traced | None:
 def instructions(bench: Bench, daemon_bin: Path, label: str, messages: int, sampler: str = "off",
                  timeout: float | None = None, batch: int = 512) -> int:
     """The instructions callgrind counted for one whole run of the daemon draining `messages`."""
-    harness.DAEMON_BIN = daemon_bin
+    harness.use_daemon_bin(daemon_bin)
     name, url = bench.backlog(f"instructions-{label}", messages)
     tracing = traced(bench, sampler, batch)
     worker = bench.daemon(f"instructions-{label}", queues=[name], concurrency=50, extra=(f"--max-messages={messages}",),
@@ -100,9 +88,7 @@ def main() -> int:
     if shutil.which("valgrind") is None:
         print("bench/instructions.py needs valgrind (apt install valgrind)", file=sys.stderr)
         return 2
-    bins = {"this": Path(args.daemon_bin or harness.DAEMON_BIN).resolve()}
-    if args.vs:
-        bins["vs"] = (Path(args.vs) / "bin" / "workerless").resolve()
+    bins = harness.checkouts(args.vs, args.daemon_bin)
     bench = Bench(Settings(quick=True, runs=1))
     samplers = args.tracing.split(",")
     per_message: dict[tuple[str, str], float] = {}

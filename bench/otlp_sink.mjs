@@ -10,6 +10,7 @@
 //   GET  /_bench/stats             {requests, bytes, spans, delay_ms, in_flight, max_in_flight, bad}
 import http from "node:http";
 import zlib from "node:zlib";
+import { sendJson, serve } from "./serve.mjs";
 
 const found = process.argv.find((arg) => arg.startsWith("--port="));
 const port = found ? parseInt(found.split("=")[1], 10) : 0;
@@ -57,19 +58,13 @@ function spanCount(buf) {
   return spans;
 }
 
-function json(res, value) {
-  const body = JSON.stringify(value);
-  res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
-  res.end(body);
-}
-
 const server = http.createServer((req, res) => {
   const url = new URL(req.url, "http://x");
   if (url.pathname.startsWith("/_bench/")) {
     req.resume();
     if (url.pathname === "/_bench/reset") counts = fresh();
     else if (url.pathname === "/_bench/delay") delayMs = parseFloat(url.searchParams.get("ms") ?? "0");
-    return json(res, { ...counts, delay_ms: delayMs });
+    return sendJson(res, 200, { ...counts, delay_ms: delayMs });
   }
   const chunks = [];
   counts.in_flight += 1;
@@ -94,7 +89,4 @@ const server = http.createServer((req, res) => {
     else answer();
   });
 });
-server.keepAliveTimeout = 60_000;
-server.listen(port, "127.0.0.1", () => {
-  process.stdout.write(JSON.stringify({ port: server.address().port }) + "\n");
-});
+serve(server, port, 60_000);

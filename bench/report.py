@@ -51,7 +51,7 @@ def print_report(results: dict[str, Any], scenarios: dict[str, Scenario]) -> Non
     rows += [row for name, scenario in scenarios.items() if name in ran for row in scenario.rows(ran[name])]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     print()
-    for index, row in enumerate(rows):
+    for index, row in enumerate(rows if len(rows) > 1 else []):
         print("  ".join(text.ljust(width) for text, width in zip(row, widths)).rstrip())
         if index == 0:
             print("  ".join("-" * width for width in widths))

@@ -1,30 +1,12 @@
 #!/usr/bin/env python3
-"""The workerless benchmark: one command, everything on 127.0.0.1.
+"""The workerless benchmark: one command, everything on 127.0.0.1 (BENCHMARKS.md, "How to run").
 
     python bench/run.py            full run: every scenario, 3 runs each, then a py-spy profile
     python bench/run.py --quick    smoke run: every scenario once, with few messages (about 2 min)
 
-Options: --runs=N, --only=NAME[,NAME] (throughput, components, slow_sink, requests, idle, wake, memory,
-priority, latency, startup, scale, lambda, scale_wide, scale_queues, scale_priority, flow, fleet,
-fleet_limits, idempotency, tracing, redrive, batch), --no-profile, --strict (exit 1 on a missed target),
---daemon-bin=PATH (measure another checkout, e.g. a proposed fix), --json=PATH (default
-bench/results/latest.json; latest-quick.json with --quick, so a smoke run never overwrites the figures
-of a full run), --latency-messages=N (backlog of the latency scenario; default 50,000, or 5,000 with
---quick).
-
-It installs fauxqs (npm) into bench/node_modules if missing, starts fauxqs, the sink
-(bench/sink.mjs) and, for the request-counting scenarios only, the counting proxy
-(bench/sqs_proxy.mjs); runs the real bin/workerless and the plain baseline (bench/baseline.py) as
-subprocesses, interleaved run by run so machine noise hits both alike; prints a table and writes
-JSON. Figures are the median of the runs, with min and max. See BENCHMARKS.md.
-
-fauxqs answers at once unless told otherwise: the latency scenario sets a round trip time of 0, 10
-and 30 ms on the port the workers use (bench/fauxqs_server.mjs); FAUXQS_DELAY_MS=D in the
-environment sets it for every other scenario. The runner's own setup calls never wait for it.
-
-This module is the command line only: scenarios.py names every scenario, each one a Scenario (scenario.py: its run,
-rows and targets) in its own module; session.py is the running Bench, processes.py the processes it drives, figures.py
-the figures they share, checks.py and report.py the targets and the printed report, profiling.py the profile.
+It starts fauxqs and the sink (services.py), runs each chosen scenario (scenarios.py) on one Bench (session.py),
+holds the figures to their targets, prints the report and writes the JSON (report.py). FAUXQS_DELAY_MS=D in the
+environment gives every scenario but latency a D ms SQS round trip.
 """
 
 from __future__ import annotations
@@ -37,16 +19,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import checks  # noqa: E402
 import harness  # noqa: E402
 import profiling  # noqa: E402
 import report  # noqa: E402
 from harness import RESULTS, log  # noqa: E402
-from scenarios import SCENARIOS  # noqa: E402
+from scenarios import SCENARIOS, target_checks  # noqa: E402
 from session import Bench, Settings  # noqa: E402
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every scenario once, with few messages")
     parser.add_argument("--runs", type=int, help="runs per figure (default 3, or 1 with --quick)")
@@ -58,7 +39,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--daemon-bin", help="bin/workerless of another checkout, e.g. to try a fix")
     parser.add_argument("--latency-messages", type=int,
                         help="backlog of each latency run (default 50000, or 5000 with --quick)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.chosen = args.only.split(",") if args.only else list(SCENARIOS)
     unknown = [name for name in args.chosen if name not in SCENARIOS]
     if unknown:
@@ -89,13 +70,12 @@ def run_profile(bench: Bench, results: dict[str, Any]) -> None:
         results["profile"][kind]["greenlet_switches"] = profiling.switches(bench, kind)
 
 
-def main() -> int:
-    args = parse_args()
-    if args.daemon_bin:
-        harness.DAEMON_BIN = Path(args.daemon_bin).resolve()
+def main(argv: list[str] | None = None, command: str = "python bench/run.py") -> int:
+    args = parse_args(argv)
+    harness.use_daemon_bin(args.daemon_bin)
     settings = Settings(args.quick, args.runs, args.latency_messages)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    results = {**report.header("python bench/run.py " + " ".join(sys.argv[1:]), settings.quick, settings.runs),
+    results = {**report.header(" ".join([command, *sys.argv[1:]]), settings.quick, settings.runs),
                "scenarios": {}}
     bench = Bench(settings)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
@@ -106,7 +86,7 @@ def main() -> int:
     finally:
         bench.close()
     ok = {name: value for name, value in results["scenarios"].items() if "error" not in value}
-    results["targets"] = checks.target_checks({"scenarios": ok})
+    results["targets"] = target_checks(ok)
     report.finish(results)
     report.write_results(args.json, results)
     report.print_report({**results, "scenarios": ok}, SCENARIOS)

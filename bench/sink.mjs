@@ -16,6 +16,7 @@
 //   GET  /_bench/wait?count=N&timeout_ms=T   answers once count >= N (or at the timeout) with stats
 import http from "node:http";
 import { performance } from "node:perf_hooks";
+import { sendJson as json, serve } from "./serve.mjs";
 
 const port = parseInt(process.argv[2] ?? "0", 10);
 const origin = performance.timeOrigin;
@@ -56,12 +57,6 @@ function stats() {
     invocations,
     now: now(),
   };
-}
-
-function json(res, status, value) {
-  const body = JSON.stringify(value);
-  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
-  res.end(body);
 }
 
 function wakeWaiters() {
@@ -166,11 +161,4 @@ const server = http.createServer((req, res) => {
   });
   wakeWaiters();
 });
-server.keepAliveTimeout = 0; // keep idle connections forever: the daemon's pool must not meet stale ones
-server.headersTimeout = 0;
-server.requestTimeout = 0;
-server.maxRequestsPerSocket = 0;
-server.listen(port, "127.0.0.1", () => {
-  process.stdout.write(JSON.stringify({ port: server.address().port }) + "\n");
-});
-for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => process.exit(0));
+serve(server, port);

@@ -3,47 +3,19 @@
 
     python bench/soak.py                        100,000 messages (about 5 minutes at the default rate)
     python bench/soak.py --messages=20000       a shorter run
-    python bench/soak.py --sqs-faults=0.2       the same with 20 % of SQS calls failing (below)
+    python bench/soak.py --sqs-faults=0.2       the same with 20 % of SQS calls failing (bench/sqs_chaos.py)
 
-Everything runs on 127.0.0.1: fauxqs (bench/services.py), a sink in this
-process that answers 10 % of deliveries with 500 at random, and bin/workerless, which gets SIGKILL
-or SIGTERM (at random) every 20 to 40 s and is started again at once. Messages are fed at
-`--rate` per second while it runs, so the kills land mid-stream. It ends once every message was
-answered 2xx and the queue is empty (or at `--timeout`), then reports:
-
-- lost: messages never answered 2xx (must be 0);
-- duplicates: messages answered 2xx more than once (at-least-once: a SIGKILL between the app's
-  answer and the delete, or a delete that raced a visibility timeout);
-- redeliveries after failure: deliveries of a message the sink had already failed;
-- RSS of each daemon after warm-up and at its end (from /proc), and overall;
-- every daemon's exit: SIGTERM must give exit 0.
-
-With `--sqs-faults=SHARE` the daemon reaches fauxqs through `bench/sqs_chaos.py`, a proxy that gives
-SHARE of every call a running daemon makes (ReceiveMessage, DeleteMessageBatch,
-ChangeMessageVisibilityBatch, sends) a fault drawn with the seed: a throttle, a 500 or 503, a
-connection reset before forwarding or after it (the call took effect, the daemon saw it fail), or a
-stall of 0.5-2 s then forwarded or reset. The feeder still sends straight to fauxqs. The report
-adds the proxy's requests and faults by action and kind. `--no-kills` keeps one daemon for the
-whole run, so RSS at the start and at the end are those of one process under faults.
-
-With `--idempotency` the queue gets `idempotency_key = "message_id"` and an [idempotency] table on moto's
-DynamoDB (bench/dynamodb.py; AWS_ENDPOINT_URL_DYNAMODB, SQS stays on fauxqs); `--idempotency=standin` puts
-the table on bench/dynamodb_standin.mjs instead. The report then explains each duplicate: when the sink
-answered each of its 2xx, which daemon was running then, and how long before that daemon's signal (a SIGKILL
-between the app's answer and the `completed` write is the window idempotency cannot close). moto copies the
-whole table on every TransactWriteItems (and its memory grows by megabytes per item): past about 1,000 items
-its claims fall behind a few messages a second, so keep moto runs to about 1,000 messages at --rate=5.
-
-Options: --messages=N --rate=N (0 = load everything first) --failure-rate=F --concurrency=N
---sink-delay-ms=MS --visibility-timeout=S --min-restart=S --max-restart=S --warmup=S --seed=N
---timeout=S --daemon-arg=ARG (repeatable, e.g. --daemon-arg=--log-level=DEBUG) --json=PATH (default bench/results/soak-latest.json)
---sqs-faults=SHARE (0 = no proxy) --sqs-fault-actions=A,B,... --no-kills --idempotency.
+A sink that fails --failure-rate of deliveries at random (soak_ends.py), bin/workerless sent SIGKILL or SIGTERM every
+--min-restart to --max-restart s and started again at once (--no-kills: one daemon throughout), messages fed at --rate
+while it runs. It ends once every message was answered 2xx and the queue is empty (or at --timeout) and reports lost
+messages (must be 0), duplicates and their causes, each daemon's RSS and exit (soak_report.py; BENCHMARKS.md, "Soak").
+--idempotency puts the queue's idempotency table on moto's DynamoDB, which copies the whole table on every
+TransactWriteItems: keep such runs to about 1,000 messages at --rate=5 (--idempotency=standin has no such limit).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import signal
 import sys
@@ -54,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness
+import report
 import services
 from dynamodb import MotoDynamo
 from harness import RESULTS, Sqs, log, unique
@@ -236,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         result = soak.run()
     finally:
         soak.close()
-    options.json.parent.mkdir(parents=True, exist_ok=True)
-    options.json.write_text(json.dumps(result, indent=2) + "\n")
+    report.write_results(str(options.json), result)
     print_summary(result)
     log(f"  written to {options.json}")
     healthy = result["lost"] == 0 and result["left_in_queue"] == 0 and result["sigterm_exit_codes_all_0"]

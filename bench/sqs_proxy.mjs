@@ -5,6 +5,7 @@
 // Control: GET /_bench/log?from=K (entries K..), POST /_bench/reset.
 import http from "node:http";
 import { performance } from "node:perf_hooks";
+import { sendJson, serve } from "./serve.mjs";
 
 const upstreamPort = parseInt(process.argv[2], 10);
 const port = parseInt(process.argv[3] ?? "0", 10);
@@ -46,10 +47,7 @@ const server = http.createServer((req, res) => {
       let value = { ok: true };
       if (url.pathname === "/_bench/reset") log = [];
       else if (url.pathname === "/_bench/log") value = log.slice(parseInt(url.searchParams.get("from") ?? "0", 10));
-      const text = JSON.stringify(value);
-      res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
-      res.end(text);
-      return;
+      return sendJson(res, 200, value);
     }
     log.push(describe(req.headers, body));
     const upstream = http.request(
@@ -66,10 +64,4 @@ const server = http.createServer((req, res) => {
     upstream.end(body);
   });
 });
-server.keepAliveTimeout = 0;
-server.headersTimeout = 0;
-server.requestTimeout = 0;
-server.listen(port, "127.0.0.1", () => {
-  process.stdout.write(JSON.stringify({ port: server.address().port }) + "\n");
-});
-for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => process.exit(0));
+serve(server, port);
