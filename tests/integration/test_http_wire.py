@@ -31,7 +31,8 @@ from tests.support.collector import left_in_cycles
 from tests.support.moto import free_port
 from tests.support.raw_http import read_request
 from tests.support.tls import self_signed_certificate
-from workerless_gevent.wire.http import Connections, DeadlineExceeded, tls_context
+from workerless_gevent.wire.http import Connections, tls_context
+from workerless_gevent.wire.watchdog import DeadlineExceeded
 from workerless_gevent.wire.parsing import Reply, ReplyParser
 
 PACE = 0.001  # between the writes of an answer sent in pieces, so each piece likely gets a read of its own

@@ -13,7 +13,7 @@ import gevent.event
 
 from ..errors import AWS_ERRORS, describe_error, error_code
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("workerless_gevent.periodic.claims")  # its lines keep the name they were logged under
 
 KEY = "slot"
 TTL_ATTRIBUTE = "expires_at"  # epoch seconds

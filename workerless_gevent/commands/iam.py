@@ -29,11 +29,11 @@ DEAD_LETTER_ACTIONS = ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttrib
 CLAIMS_ACTIONS = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DescribeTable", "dynamodb:CreateTable",
                   "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"]
 # idempotency.store: claims in one TransactWriteItems (each Put is allowed by PutItem), completions in
-# BatchWriteItem, claims given up (DeleteItem) or extended (UpdateItem); the table made like the claims table.
+# BatchWriteItem, claims given up (DeleteItem) or extended (UpdateItem); the table made by aws.tables.Table.
 IDEMPOTENCY_ACTIONS = ["dynamodb:PutItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
                        "dynamodb:DescribeTable", "dynamodb:CreateTable", "dynamodb:DescribeTimeToLive",
                        "dynamodb:UpdateTimeToLive"]
-# fleet.table.LimitItem: read, create and conditionally update a limit's item; the table made like the claims table.
+# fleet.table.LimitItem: read, create and conditionally update a limit's item; the table made by aws.tables.Table.
 FLEET_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DescribeTable",
                  "dynamodb:CreateTable", "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"]
 ACCOUNT = re.compile(r"\d{12}\Z")

@@ -108,9 +108,12 @@ class Settler:
                          len(outcomes), len(work.messages), extra=fields(queue=queue.name, target=target))
             outcomes = [Outcome.failure("InternalError", f"{len(outcomes)} outcomes for {len(work.messages)} messages")
                         ] * len(work.messages)
-        if self.idempotency is not None:  # one settle's claims given up together, not one message after another
-            self.idempotency.give_up([message for message, outcome in zip(work.messages, outcomes)
-                                      if outcome.result is not Result.SUCCESS])
+        guard = self.idempotency
+        if guard is not None:  # one settle's claims given up together, not one message after another
+            given_up = [message for message, outcome in zip(work.messages, outcomes)
+                        if outcome.result is not Result.SUCCESS and guard.is_claimed(message)]
+            if given_up:
+                guard.give_up(given_up)
         failed_groups: set[str] = set()
         overloaded = False
         for message, outcome in zip(work.messages, outcomes):
@@ -179,14 +182,14 @@ class Settler:
 
     def delete(self, queue: SqsQueue, message: Message) -> None:
         """The message's last action: from here its heartbeat stops."""
-        if self.idempotency is not None:  # dead-lettered: a redriven copy may claim
+        if self.idempotency is not None and self.idempotency.is_claimed(message):  # a redriven copy may claim
             self.idempotency.give_up([message])
         message.settled = True
         queue.delete(message)
 
     def change_visibility(self, queue: SqsQueue, message: Message, seconds: int) -> None:
         """The message's last action (a retry later, or a release now): from here its heartbeat stops."""
-        if self.idempotency is not None:  # its next receive may claim it at once
+        if self.idempotency is not None and self.idempotency.is_claimed(message):  # its next receive may claim it
             self.idempotency.give_up([message])
         message.settled = True
         queue.change_visibility(message, seconds)

@@ -26,7 +26,6 @@ from .receive_failures import note_failure, note_success
 from .receive_state import Receiving
 from .watchers import Count, Watchers
 
-# What the poller, the queue states, the engine and the tests take from the receive side.
 logger = logging.getLogger(__name__)
 
 MAX_RECEIVES_PER_QUEUE = 32  # 320 messages per round trip: 6,400 a second at 50 ms

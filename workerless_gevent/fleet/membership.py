@@ -82,7 +82,7 @@ class Fleet:
         return run
 
     def wait_for_table(self, stopping: gevent.event.Event) -> None:
-        """Create the table if missing (like the claims table); until it is ACTIVE no share is taken."""
+        """Create the table if missing (`aws.tables.Table`); until it is ACTIVE no share is taken."""
         if self.config.fleet is None:
             return
         table = Table(self.dynamodb, self.config.fleet.table)

@@ -15,7 +15,8 @@ from .. import __version__
 from ..config.model import HttpTargetConfig
 from ..message import Message, iso_utc
 from ..rules import short_key
-from ..wire.http import Connections, DeadlineExceeded, host_header, post_request, tls_context
+from ..wire.http import Connections, host_header, post_request, tls_context
+from ..wire.watchdog import DeadlineExceeded
 from . import Outcome, Pause, QueueInfo, Result
 from .http_headers import ENCODED_HEADER, put_value, trace_headers
 

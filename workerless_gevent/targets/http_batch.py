@@ -9,7 +9,8 @@ from typing import Any
 
 from ..config.model import HttpTargetConfig
 from ..message import Message
-from ..wire.http import DeadlineExceeded, post_request
+from ..wire.http import post_request
+from ..wire.watchdog import DeadlineExceeded
 from . import Outcome, QueueInfo, Result
 from .http import SUCCESSES, HttpTarget, sign
 from .sqs_event import build_record, event_payloads, judge_response, requests_needed

@@ -15,7 +15,8 @@ import gevent.event
 from .. import __version__
 from ..config.model import HttpTargetConfig
 from ..logs import fields
-from ..wire.http import Connections, DeadlineExceeded, host_header, tls_context
+from ..wire.http import Connections, host_header, tls_context
+from ..wire.watchdog import DeadlineExceeded
 
 logger = logging.getLogger(__name__)
 

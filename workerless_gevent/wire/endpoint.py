@@ -24,7 +24,8 @@ USER_AGENT = (f"workerless/{__version__} botocore/{botocore.__version__} "
 
 
 class WireOptions(TypedDict, total=False):
-    """A wire's settings past its endpoint, region and credentials (the defaults are AwsEndpoint's)."""
+    """A wire's settings past its endpoint, region and credentials, as `AwsEndpoint.__init__` takes them, for
+    the constructors that pass them on (`for_client`, `LambdaWire`)."""
 
     concurrency: Required[int]  # connections at most: one per greenlet that calls at once
     read_timeout: Required[float]
@@ -42,23 +43,24 @@ class AwsEndpoint:
     keep_headers: ClassVar[tuple[str, ...]] = ("x-amzn-requestid",)  # the answer headers the calls read
     connections: ClassVar[type[Connections]] = Connections
 
-    def __init__(self, endpoint_url: str, region: str, credentials: Any, **options: Unpack[WireOptions]) -> None:
+    def __init__(self, endpoint_url: str, region: str, credentials: Any, *, concurrency: int, read_timeout: float,
+                 connect_timeout: float = 5.0, exceptions: Any = None, ca_bundle: str | None = None,
+                 retrier: Retrier | None = None) -> None:
         parts = urllib.parse.urlsplit(endpoint_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{self.service} endpoint URL must be http(s)://host[:port]: {endpoint_url!r}")
         self.endpoint_url = endpoint_url
         self.region = region
-        self.exceptions = options.get("exceptions")
-        self.read_timeout = options["read_timeout"]
-        self.connect_timeout = options.get("connect_timeout", 5.0)
-        self.retrier = options.get("retrier") or self.default_retrier()
+        self.exceptions = exceptions
+        self.read_timeout = read_timeout
+        self.connect_timeout = connect_timeout
+        self.retrier = retrier or self.default_retrier()
         self.host = host_header(parts.hostname, parts.port, parts.scheme)
         self.fixed_headers = f"User-Agent: {USER_AGENT}\r\n"
         secure = parts.scheme == "https"
         self.http = self.connections(parts.hostname, parts.port or (443 if secure else 80),
-                                     limit=options["concurrency"], connect_timeout=self.connect_timeout,
-                                     read_timeout=self.read_timeout,
-                                     tls=tls_context(options.get("ca_bundle")) if secure else None,
+                                     limit=concurrency, connect_timeout=connect_timeout, read_timeout=read_timeout,
+                                     tls=tls_context(ca_bundle) if secure else None,
                                      keep_headers=self.keep_headers, keepalive_idle=KEEPALIVE_IDLE_SECONDS,
                                      tcp_keepalive=True)
         self.sign_for(credentials, parts.path)

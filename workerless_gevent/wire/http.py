@@ -24,8 +24,7 @@ from gevent.monkey import get_original
 
 from .connecting import Addresses, set_tcp_keepalive
 from .parsing import HTTPParseError, Reply, ReplyParser
-from .watchdog import DeadlineExceeded as DeadlineExceeded  # what exchange() raises: callers catch it from here
-from .watchdog import Watch, watch_exchanges
+from .watchdog import DeadlineExceeded, Watch, watch_exchanges
 
 BLOCK_SIZE = 65536
 QUICK_ACK = getattr(socket, "TCP_QUICKACK", None)
