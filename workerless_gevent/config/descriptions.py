@@ -3,10 +3,12 @@ choices from here, loading its variable and flag, the reference page and the tes
 
 from __future__ import annotations
 
+from typing import Any
+
 from .cron import PeriodicConfig, PeriodicTask
 from .fleet import FLEET_NAME_LENGTH, FleetConfig
 from .idempotency import IdempotencyConfig
-from .keys import Choices, Key, Range
+from .keys import Choices, Key, Range, field_of
 from .model import AwsConfig, Config, HttpTargetConfig, LambdaTargetConfig, PollingConfig, QueueConfig, TracingConfig
 
 
@@ -27,6 +29,7 @@ def flow_keys(owner: type, overload: str) -> tuple[Key, ...]:
 
 
 WINDOW_BATCH_SIZE = 10000  # a Lambda target's records per invocation at most with a batching window, as Lambda's
+MAX_FILTERS = 5  # a queue's filter patterns at most, as an event source mapping's
 QUEUE_NAME_RULE = "1-80 letters, digits, `-` or `_` (plus `.fifo`)"
 TABLE_NAME_RULE = "3-255 letters, digits, `_` `-` or `.` (a DynamoDB table name)"
 TABLE_NAME_PROBLEM = "must be " + TABLE_NAME_RULE.replace("`", "")  # the error's words: no Markdown
@@ -94,7 +97,7 @@ KEYS: tuple[Key, ...] = (
         "queue across every daemon of the fleet. Needs `[fleet]`.", Range(1, 100000)),
     Key("queues[].filter", QueueConfig, "filter", "Lambda filter criteria: a message that matches none is deleted "
         "undelivered (counted `Filtered`). Unset: every message is delivered.",
-        allowed="a JSON pattern string, or a list of 1 to 5", example='{"body": {"kind": ["order"]}}'),
+        allowed=f"a JSON pattern string, or a list of 1 to {MAX_FILTERS}", example='{"body": {"kind": ["order"]}}'),
     Key("queues[].sns", QueueConfig, "sns", "`unwrap`: deliver an SNS envelope's `Message` and its attributes, as "
         "raw message delivery would.", Choices(("raw", "unwrap"))),
     Key("queues[].large_payloads", QueueConfig, "large_payloads", "Fetch the S3 payload of the AWS SQS extended "
@@ -213,6 +216,11 @@ KEYS: tuple[Key, ...] = (
         "`[tracing]`: a reload that does is refused.", Choices(("otlp",))),
 )
 
+def span_default(field: str) -> Any:
+    """The span processor's setting where its `OTEL_BSP_*` variable is unset: `TracingConfig`'s default."""
+    return field_of(TracingConfig, field).default
+
+
 # Fields no TOML key sets, and where their value comes from.
 NOT_KEYS: dict[tuple[type, str], str] = {
     (Config, "source"): "the configuration file's path, or `command line`",
@@ -222,9 +230,11 @@ NOT_KEYS: dict[tuple[type, str], str] = {
     (Config, "idempotency"): "the `[idempotency]` table", (Config, "tracing"): "the `[tracing]` table",
     (HttpTargetConfig, "name"): "the target's table name", (LambdaTargetConfig, "name"): "the target's table name",
     (HttpTargetConfig, "signing_secret"): "the value of the variable `signing_secret_env` names",
-    (TracingConfig, "max_queue_size"): "`OTEL_BSP_MAX_QUEUE_SIZE` (default 2048 spans)",
-    (TracingConfig, "max_export_batch_size"): "`OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (default 512 spans)",
-    (TracingConfig, "schedule_delay_seconds"): "`OTEL_BSP_SCHEDULE_DELAY` in milliseconds (default 5000)",
+    (TracingConfig, "max_queue_size"): f"`OTEL_BSP_MAX_QUEUE_SIZE` (default {span_default('max_queue_size')} spans)",
+    (TracingConfig, "max_export_batch_size"):
+        f"`OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (default {span_default('max_export_batch_size')} spans)",
+    (TracingConfig, "schedule_delay_seconds"):
+        f"`OTEL_BSP_SCHEDULE_DELAY` in milliseconds (default {round(span_default('schedule_delay_seconds') * 1000)})",
 }
 
 

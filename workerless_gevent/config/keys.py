@@ -4,6 +4,7 @@ default), its range or choices, its description and the option that sets it; `de
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,7 @@ class Key:
 
     @property
     def dataclass_field(self) -> dataclasses.Field[Any]:
-        return next(field for field in dataclasses.fields(self.owner) if field.name == self.field)
+        return field_of(self.owner, self.field)
 
     @property
     def is_required(self) -> bool:
@@ -83,6 +84,12 @@ class Key:
     def up_to(self, high: float) -> Key:
         """The key with another upper bound, where another key's value sets it (a Lambda batch with a window)."""
         return dataclasses.replace(self, rule=Range(self.low, high))
+
+
+@functools.cache
+def field_of(owner: type, name: str) -> dataclasses.Field[Any]:
+    """A dataclass's field by name: its type and default, read for each key at every start."""
+    return next(field for field in dataclasses.fields(owner) if field.name == name)
 
 
 def variable_of(option: str) -> str:

@@ -6,7 +6,7 @@ import re
 
 from ..errors import ConfigError
 from ..filtering import FilterError, Pattern, parse_filters
-from .descriptions import QUEUE_NAME_RULE, keys_of
+from .descriptions import MAX_FILTERS, QUEUE_NAME_RULE, keys_of
 from .idempotency_table import read_key
 from .model import QUEUE_NAME, QueueConfig
 from .schema import Table
@@ -59,13 +59,13 @@ def read_queue(table: Table) -> QueueConfig:
 
 
 def read_filter(table: Table) -> tuple[Pattern, ...]:
-    """One pattern or a list of up to 5 (any may match), each a JSON string as Lambda takes it."""
+    """One pattern or a list of up to MAX_FILTERS (any may match), each a JSON string as Lambda takes it."""
     raw = table.raw("filter")
     if raw is None:
         return ()
     texts = raw if isinstance(raw, list) else [raw]
-    if not texts or len(texts) > 5 or not all(isinstance(text, str) for text in texts):
-        raise table.fail("filter", "must be a JSON pattern string or a list of 1 to 5 of them", raw)
+    if not texts or len(texts) > MAX_FILTERS or not all(isinstance(text, str) for text in texts):
+        raise table.fail("filter", f"must be a JSON pattern string or a list of 1 to {MAX_FILTERS} of them", raw)
     try:
         return parse_filters(texts)
     except FilterError as error:
