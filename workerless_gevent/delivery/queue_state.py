@@ -29,7 +29,7 @@ RETIRED_PAUSE_SECONDS = 3600.0  # what a retired queue tells the slots that drew
 
 class ReceiveHold(Protocol):
     """What holds a queue's receives back while a store its deliveries need is not usable (the idempotency
-    table's `idempotency.health.StoreGate`): the poller and the queue's watcher ask it before each receive."""
+    table's `idempotency.health.StoreHold`): the poller and the queue's watcher ask it before each receive."""
 
     def hold_seconds(self) -> float:
         """Until the queue may receive again (0: now)."""

@@ -24,7 +24,7 @@ from .admission import Admission
 from .completions import Completions, Count
 from .deadlines import claim_deadline, claim_seconds, has_lapsed, within_limits
 from .extensions import Extensions
-from .health import StoreGate, StoreHealth
+from .health import StoreHold, StoreHealth
 from .keys import claim_of, item_key, key_of, payload_digest, shown_key
 from .store import Claim, IdempotencyStore, VerdictKind
 
@@ -46,7 +46,7 @@ class Idempotency:
         self.rng = rng
         self.health = StoreHealth(self.config, rng)
         self.wake: Callable[[], None] = lambda: None  # the poller's, once it is built: a probe answered
-        self.gate = StoreGate(self.health, store.probe, self.count_probe_failure, lambda: self.wake())
+        self.hold = StoreHold(self.health, store.probe, self.count_probe_failure, lambda: self.wake())
         self.extensions = Extensions(store, self.health, count)
         self.completions = Completions(store, self.health, self.config.expires_after, count, rng)
 

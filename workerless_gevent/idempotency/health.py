@@ -1,4 +1,4 @@
-"""Whether the idempotency table answers, as a keyed queue's receives (`StoreGate`), /readyz and the status
+"""Whether the idempotency table answers, as a keyed queue's receives (`StoreHold`), /readyz and the status
 page ask it: one record per daemon, since every queue with a key shares the table. Throttling is a failure like an
 outage; while it lasts, holding queues receive nothing and the table is probed with a write of our own."""
 
@@ -90,7 +90,7 @@ class StoreHealth:
                 f"({self.last_error}): receiving nothing under a key until a probe write succeeds")
 
 
-class StoreGate:
+class StoreHold:
     """The table as a keyed queue's receives see it (`delivery.queue_state.ReceiveHold`): a holding queue
     receives nothing while the table is not usable, its watcher included (every receive spends one of a
     message's receives, and a queue's redrive policy dead-letters a message received too often, delivered or

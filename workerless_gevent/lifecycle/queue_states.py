@@ -19,6 +19,6 @@ def build_queue_state(queue: SqsQueue, target: Target, target_config: TargetConf
     """`paused_seconds`: its target's pause and readiness; `target_config`: None while a reload removes it."""
     window = target_config.max_batching_window if target_config is not None else 0.0
     one_group = isinstance(target_config, HttpTargetConfig) and target_config.batch_size > 1
-    hold = idempotency.gate if idempotency is not None and queue.config.idempotency_key else None  # a failing table
+    hold = idempotency.hold if idempotency is not None and queue.config.idempotency_key else None  # a failing table
     return QueueState(queue, target.messages_per_delivery, paused_seconds, flow=flow, window_seconds=window,
                       takes_one_group=one_group, fleet_gates=fleet_gates, receive_hold=hold)
