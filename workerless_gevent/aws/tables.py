@@ -20,7 +20,7 @@ TTL_ATTRIBUTE = "expires_at"  # epoch seconds
 TABLE_POLL_SECONDS = 1.0
 
 
-class Table:
+class DynamoTable:
     """One of the daemon's tables, made and checked through the caller's DynamoDB client."""
 
     def __init__(self, dynamodb: Any, table_name: str) -> None:

@@ -25,15 +25,15 @@ ANY_ACCOUNT = "*"
 CONSUME_ACTIONS = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl",
                    "sqs:GetQueueAttributes"]
 DEAD_LETTER_ACTIONS = ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes"]
-# periodic.claims.Claims: put/get the slot items; aws.tables.Table: create the table, wait for it, turn on its TTL.
+# periodic.claims.Claims: put/get the slot items; aws.tables.DynamoTable: create the table, wait, turn on its TTL.
 CLAIMS_ACTIONS = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DescribeTable", "dynamodb:CreateTable",
                   "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"]
 # idempotency.store: claims in one TransactWriteItems (each Put is allowed by PutItem), completions in
-# BatchWriteItem, claims given up (DeleteItem) or extended (UpdateItem); the table made by aws.tables.Table.
+# BatchWriteItem, claims given up (DeleteItem) or extended (UpdateItem); the table made by aws.tables.DynamoTable.
 IDEMPOTENCY_ACTIONS = ["dynamodb:PutItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
                        "dynamodb:DescribeTable", "dynamodb:CreateTable", "dynamodb:DescribeTimeToLive",
                        "dynamodb:UpdateTimeToLive"]
-# fleet.table.LimitItem: read, create and conditionally update a limit's item; the table made by aws.tables.Table.
+# fleet.table.LimitItem: read, create and conditionally update a limit's item; the table made by aws.tables.DynamoTable.
 FLEET_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DescribeTable",
                  "dynamodb:CreateTable", "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"]
 ACCOUNT = re.compile(r"\d{12}\Z")

@@ -15,7 +15,7 @@ import gevent
 import gevent.event
 import gevent.lock
 
-from ..aws.tables import KEY, Table
+from ..aws.tables import KEY, DynamoTable
 from ..config.model import Config, QueueConfig
 import botocore.exceptions
 
@@ -82,10 +82,10 @@ class Fleet:
         return run
 
     def wait_for_table(self, stopping: gevent.event.Event) -> None:
-        """Create the table if missing (`aws.tables.Table`); until it is ACTIVE no share is taken."""
+        """Create the table if missing (`aws.tables.DynamoTable`); until it is ACTIVE no share is taken."""
         if self.config.fleet is None:
             return
-        table = Table(self.dynamodb, self.config.fleet.table)
+        table = DynamoTable(self.dynamodb, self.config.fleet.table)
         if table.wait_until_usable(stopping, self.rng, "nothing starts under a fleet-wide limit"):
             self.table_ready.set()
 

@@ -14,7 +14,7 @@ import gevent
 import gevent.event
 import gevent.pool
 
-from ..aws.tables import Table
+from ..aws.tables import DynamoTable
 from ..config.idempotency import IdempotencyConfig, KeySpec, parse_key
 from ..config.model import Config
 from ..errors import AWS_ERRORS, describe_error
@@ -174,7 +174,7 @@ class Idempotency:
 
     def make_table(self, stopping: gevent.event.Event, rng: random.Random, wake: Callable[[], None]) -> None:
         """The table, created if missing (as the daemon's other tables are), before the first claim."""
-        if Table(self.store.dynamodb, self.config.table).wait_until_usable(stopping, rng,
+        if DynamoTable(self.store.dynamodb, self.config.table).wait_until_usable(stopping, rng,
                                                                           "nothing is claimed under a key"):
             self.health.is_table_ready = True
             wake()

@@ -1,5 +1,5 @@
 """The DynamoDB claims table: one conditional write per periodic slot decides which instance sends it (the table
-itself is made as the daemon's other tables are, `aws.tables.Table`)."""
+itself is made as the daemon's other tables are, `aws.tables.DynamoTable`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import botocore.exceptions
 
-from ..aws.tables import KEY, TTL_ATTRIBUTE, Table
+from ..aws.tables import KEY, TTL_ATTRIBUTE, DynamoTable
 from ..errors import error_code
 
 logger = logging.getLogger(__name__)
@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 KEEP_CLAIMS_SECONDS = 7 * 24 * 3600
 
 
-class Claims(Table):
+class Claims(DynamoTable):
     """Claims on `task@time` slots; DynamoDB's conditional put makes exactly one claim win."""
 
     def __init__(self, dynamodb: Any, table_name: str, owner: str) -> None:
