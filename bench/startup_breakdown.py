@@ -106,8 +106,8 @@ def startup_breakdown(bench: Any, importtime_run: Callable[[], dict[str, Any]]) 
     root = str(harness.DAEMON_BIN.resolve().parent.parent)
     for _ in range(3):
         popen_ms = time.time() * 1000
-        done = subprocess.run([sys.executable, "-c", PROBE, root, repr(popen_ms), *modules], capture_output=True, cwd=root,
-                              text=True, env=processes.worker_env(bench.fauxqs.url), timeout=60)
+        done = subprocess.run([sys.executable, "-c", PROBE, root, repr(popen_ms), *modules], capture_output=True,
+                              cwd=root, text=True, env=processes.worker_env(bench.fauxqs.url), timeout=60)
         if done.returncode != 0:
             raise RuntimeError(f"startup probe failed: {done.stderr[-600:]}")
         probes.append(json.loads(done.stdout.strip().splitlines()[-1]))
