@@ -26,7 +26,7 @@ from session import Bench, Settings  # noqa: E402
 # CPU per message of this checkout's daemon, median of 3 runs, recorded by this script on the 2-core
 # development machine (a shared one: read the ratio, not the figure), round trip in ms -> microseconds.
 REFERENCE_US = {0: 98.0, 10: 96.0}
-REFERENCE_OF = "ecb6951, median of 5, 2026-11-26; BENCHMARKS.md, 'Item 1 again'"
+REFERENCE_OF = "ecb6951, median of 5, 2026-11-26; BENCHMARKS.md, 'Regression guards'"
 
 
 def parse_args() -> argparse.Namespace:
