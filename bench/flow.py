@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """The flow-control scenarios, each a ratio to the configured rate, capacity or free slots (`--only=flow`).
 
-    python bench/flow.py [--quick] [--runs=N] [--json=PATH] [--daemon-bin=PATH]   (default 2 runs; 1 with --quick)
+    python bench/run.py --only=flow [--quick] [--runs=N] [--no-profile]
 
 The app (flow_app.py) records every request on the runner's clock, answers 200 after `delay`, 429 above a capacity.
 
@@ -15,7 +14,6 @@ The app (flow_app.py) records every request on the runner's clock, answers 200 a
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ import figures  # noqa: E402
 from figures import spreads  # noqa: E402
 from flow_app import App, LimitSampler, start_daemon, wait_for  # noqa: E402
 from flow_measures import aimd_figures, mean_in_flight, most_in_window  # noqa: E402
-from harness import RESULTS, free_port, unique  # noqa: E402
+from harness import free_port, unique  # noqa: E402
 from scenario import Scenario, interleave  # noqa: E402
 
 RATES = (10, 50, 200)
@@ -207,23 +205,3 @@ def lines(out: dict[str, Any]) -> list[str]:
               f"    low's share / high's (per-slot gap left out) {cell(block, 'low_share_relative_to_high')}, "
               f"high peak {cell(block, 'high_peak_in_flight', 0)}"]
     return lines
-
-
-def main() -> int:
-    """The flow scenario alone, through run.py's command with this tool's defaults (2 runs, its own JSON file)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1 run, shorter backlogs")
-    parser.add_argument("--runs", type=int, help="runs of each scenario (default 2, or 1 with --quick)")
-    parser.add_argument("--json", help="default bench/results/flow-latest.json (flow-latest-quick.json with --quick)")
-    parser.add_argument("--daemon-bin", help="bin/workerless of another checkout, e.g. to try a fix")
-    args = parser.parse_args()
-    path = args.json or RESULTS / ("flow-latest-quick.json" if args.quick else "flow-latest.json")
-    argv = ["--only=flow", "--no-profile", f"--runs={args.runs or (1 if args.quick else 2)}", f"--json={path}"]
-    argv += ["--quick"] * args.quick + [f"--daemon-bin={args.daemon_bin}"] * bool(args.daemon_bin)
-    import run as runner  # run.py imports every scenario, this one too
-
-    return runner.main(argv, command="python bench/flow.py")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -70,12 +70,12 @@ def run_profile(bench: Bench, results: dict[str, Any]) -> None:
         results["profile"][kind]["greenlet_switches"] = profiling.switches(bench, kind)
 
 
-def main(argv: list[str] | None = None, command: str = "python bench/run.py") -> int:
-    args = parse_args(argv)
+def main() -> int:
+    args = parse_args()
     harness.use_daemon_bin(args.daemon_bin)
     settings = Settings(args.quick, args.runs, args.latency_messages)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    results = {**report.header(" ".join([command, *sys.argv[1:]]), settings.quick, settings.runs),
+    results = {**report.header(" ".join(["python bench/run.py", *sys.argv[1:]]), settings.quick, settings.runs),
                "scenarios": {}}
     bench = Bench(settings)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
