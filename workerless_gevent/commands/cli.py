@@ -64,6 +64,7 @@ from docopt import DocoptExit, docopt
 
 from .. import __version__
 from ..aws.session import open_session
+from ..config.keys import flag_of
 from ..config.loading import OPTION_NAMES, load_config
 from ..config.model import AwsConfig, Config
 from ..errors import ConfigError, ExitStatus
@@ -94,7 +95,7 @@ def command(argv: Sequence[str] | None, env: Mapping[str, str] | None, early: An
         from .demo import run_demo
 
         return run_demo()
-    flags = {name: args.get("--" + name.replace("_", "-")) for name in OPTION_NAMES}
+    flags = {name: args.get(flag_of(name)) for name in OPTION_NAMES}
     try:
         if args["send"]:
             return send(args, env)
