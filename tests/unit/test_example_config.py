@@ -20,6 +20,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "conf" / "example.toml"
 HEADER = re.compile(r"(?:# )?\[\[?([a-z_.]+)\]\]?$")
 KEY_LINE = re.compile(r"(?:# )?([a-z_]+) = (.*)$")
 STATED_DEFAULT = re.compile(r"\bDefault (?!:)(\S+?)[.:,;]?(?:\s|$)")
+STATED_UNSET = re.compile(r"\bDefault: (?:unset|none)\b")
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,13 @@ def test_every_key_is_in_the_example() -> None:
 def test_every_default_the_example_states_is_the_tables(entry: Entry) -> None:
     stated = STATED_DEFAULT.search(entry.comment)
     assert stated is not None and stated.group(1) == toml_value(entry.key.default), entry.comment
+
+
+@pytest.mark.parametrize("entry", [entry for entry in ENTRIES if STATED_UNSET.search(entry.comment)],
+                         ids=lambda entry: entry.key.key)
+def test_every_key_the_example_says_is_unset_has_no_default(entry: Entry) -> None:
+    """Unset: None, or an empty list of filters."""
+    assert entry.key.default in (None, ()) and not entry.key.is_required, entry.comment
 
 
 @pytest.mark.parametrize("key", [key for key in KEYS if isinstance(key.rule, Range) and key.rule.high is not None],
