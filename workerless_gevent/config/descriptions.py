@@ -9,7 +9,8 @@ from .cron import PeriodicConfig, PeriodicTask
 from .fleet import FLEET_NAME_LENGTH, FleetConfig
 from .idempotency import IdempotencyConfig
 from .keys import Choices, Key, Range, field_of
-from .model import AwsConfig, Config, HttpTargetConfig, LambdaTargetConfig, PollingConfig, QueueConfig, TracingConfig
+from .model import (METRICS_NAME_LENGTH, QUEUE_NAME_LENGTH, TABLE_NAME_LENGTHS, AwsConfig, Config, HttpTargetConfig,
+                    LambdaTargetConfig, PollingConfig, QueueConfig, TracingConfig)
 
 
 def flow_keys(owner: type, overload: str) -> tuple[Key, ...]:
@@ -30,13 +31,14 @@ def flow_keys(owner: type, overload: str) -> tuple[Key, ...]:
 
 WINDOW_BATCH_SIZE = 10000  # a Lambda target's records per invocation at most with a batching window, as Lambda's
 MAX_FILTERS = 5  # a queue's filter patterns at most, as an event source mapping's
-QUEUE_NAME_RULE = "1-80 letters, digits, `-` or `_` (plus `.fifo`)"
-TABLE_NAME_RULE = "3-255 letters, digits, `_` `-` or `.` (a DynamoDB table name)"
+QUEUE_NAME_RULE = f"1-{QUEUE_NAME_LENGTH} letters, digits, `-` or `_` (plus `.fifo`)"
+TABLE_NAME_RULE = "{}-{} letters, digits, `_` `-` or `.` (a DynamoDB table name)".format(*TABLE_NAME_LENGTHS)
 TABLE_NAME_PROBLEM = "must be " + TABLE_NAME_RULE.replace("`", "")  # the error's words: no Markdown
 
 KEYS: tuple[Key, ...] = (
     Key("name", Config, "name", "Turns CloudWatch metrics on, in the namespace `Workerless-<name>`. Unset: no "
-        "CloudWatch metrics.", allowed="letters, digits and `. - _ / #`, up to 200, not starting with `AWS/`",
+        "CloudWatch metrics.",
+        allowed=f"letters, digits and `. - _ / #`, up to {METRICS_NAME_LENGTH}, not starting with `AWS/`",
         example="my-app-production", option="name"),
     Key("concurrency", Config, "concurrency", "Deliveries in flight at most, across all queues (Beanstalk: HTTP "
         "connections).", Range(1, 10000), option="concurrency"),

@@ -13,9 +13,12 @@ from .cron import PeriodicConfig
 from .fleet import FleetConfig
 from .idempotency import IdempotencyConfig
 
-QUEUE_NAME = re.compile(r"(?=.{1,80}\Z)[A-Za-z0-9_-]+(\.fifo)?\Z")
-METRICS_NAME = re.compile(r"[A-Za-z0-9._\-/#]{1,200}\Z")
-TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")  # DynamoDB's rule
+QUEUE_NAME_LENGTH = 80  # SQS's rule
+METRICS_NAME_LENGTH = 200  # a CloudWatch namespace's
+TABLE_NAME_LENGTHS = (3, 255)  # DynamoDB's rule
+QUEUE_NAME = re.compile(rf"(?=.{{1,{QUEUE_NAME_LENGTH}}}\Z)[A-Za-z0-9_-]+(\.fifo)?\Z")
+METRICS_NAME = re.compile(rf"[A-Za-z0-9._\-/#]{{1,{METRICS_NAME_LENGTH}}}\Z")
+TABLE_NAME = re.compile(rf"^[A-Za-z0-9_.-]{{{TABLE_NAME_LENGTHS[0]},{TABLE_NAME_LENGTHS[1]}}}$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
