@@ -8,9 +8,10 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from tests.support import REPO_ROOT, Daemon, HttpApp, MotoServer, Queue, count_messages, wait_until, write_config
+from tests.support import (REPO_ROOT, Daemon, HttpApp, MotoServer, Queue, build_config_file, count_messages, wait_until,
+                           write_config)
 
 
 def workerless_send(args: list[str], env: dict[str, str], cwd: Path,
@@ -31,6 +32,39 @@ def send_batch(sqs: Any, url: str, bodies: list[str], **attributes: Any) -> list
         by_id = {item["Id"]: item["MessageId"] for item in response["Successful"]}
         ids.extend(by_id[str(i)] for i in range(len(entries)))
     return ids
+
+
+def send_traced(sqs: Any, url: str, count: int = 3) -> list[tuple[str, str]]:
+    """Send `count` messages in one call, each in a producer's trace (its `traceparent` attribute); return each
+    producer's (trace id, span id), in order."""
+    producers = [(f"{index:032x}", f"{index + 100:016x}") for index in range(1, count + 1)]
+    entries = [{"Id": str(index), "MessageBody": f"record {index}", "MessageAttributes": {"traceparent": {
+        "DataType": "String", "StringValue": f"00-{trace_id}-{span_id}-01"}}}
+        for index, (trace_id, span_id) in enumerate(producers)]
+    sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    return producers
+
+
+def start_on_lambda_endpoint(daemon: Callable[..., Daemon], aws_env: dict[str, str], tmp_path: Path, queue: Queue,
+                             url: str, **target: Any) -> Daemon:
+    """The daemon on one queue whose Lambda target has its own `endpoint_url` (a Runtime Interface Emulator)."""
+    config = build_config_file(tmp_path, concurrency=8, shutdown_timeout=5, polling={"poll_for": 20},
+                               queues=[{"name": queue.name, "error_visibility_timeout": 1}],
+                               targets={"default": {"type": "lambda", "endpoint_url": url, **target}})
+    return daemon(["-c", str(config)], env=aws_env)
+
+
+def expect_the_whole_batch_failed(proc: Daemon, sqs: Any, queue: Queue, bodies: list[str], logged: str,
+                                  seen: Callable[[], list[tuple[str, str]]], timeout: float) -> None:
+    """Each of `bodies` came back for a second try (`seen`: (body, ApproximateReceiveCount) of every record
+    invoked), none was deleted, and the daemon logged `logged` and delivered none."""
+    again = {(body, "2") for body in bodies}
+    wait_until(lambda: again <= set(seen()), timeout, message=lambda: f"deliveries: {seen()}")
+    assert proc.stop(timeout=30) == 0
+    assert count_messages(sqs, queue.url) == len(bodies)
+    log = proc.output()
+    assert logged in log, log
+    assert "delivered=0" in log
 
 
 def queue_of(app: HttpApp) -> list[str]:

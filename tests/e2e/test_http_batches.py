@@ -16,7 +16,7 @@ from typing import Any
 import gevent.event
 import pytest
 
-from tests.e2e.helpers import http_get, send_batch
+from tests.e2e.helpers import http_get, send_batch, send_traced
 from tests.support import (Daemon, HttpApp, MotoServer, Queue, RecordedRequest, build_config_file, count_messages,
                            status_url, wait_until)
 from tests.support.otlp import OtlpReceiver
@@ -264,11 +264,7 @@ def test_a_traced_batch_post_carries_its_span_which_links_each_records_context(
     sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
 ) -> None:
     queue = make_queue()
-    producers = [(f"{index:032x}", f"{index + 100:016x}") for index in range(1, 4)]
-    entries = [{"Id": str(index), "MessageBody": f"record {index}", "MessageAttributes": {"traceparent": {
-        "DataType": "String", "StringValue": f"00-{trace_id}-{span_id}-01"}}}
-        for index, (trace_id, span_id) in enumerate(producers)]
-    sqs.send_message_batch(QueueUrl=queue.url, Entries=entries)
+    producers = send_traced(sqs, queue.url)
     receiver = OtlpReceiver()
     receiver.start()
     try:

@@ -13,8 +13,8 @@ from typing import Any, Callable, Iterator
 import gevent
 import pytest
 
-from tests.e2e.helpers import send_batch
-from tests.support import Daemon, Queue, build_config_file, count_messages, wait_until
+from tests.e2e.helpers import expect_the_whole_batch_failed, send_batch, start_on_lambda_endpoint
+from tests.support import Daemon, Queue, count_messages, wait_until
 from tests.support.real_emulator import RealEmulator
 
 HANDLERS = Path(__file__).resolve().parent.parent / "support" / "lambda_handlers"
@@ -38,14 +38,6 @@ def deliveries(tmp_path: Path) -> list[tuple[str, str]]:
     return [(body, count) for line in lines for body, count in json.loads(line)]
 
 
-def start(daemon: Callable[..., Daemon], aws_env: dict[str, str], tmp_path: Path, queue: Queue, url: str,
-          **target: Any) -> Daemon:
-    config = build_config_file(tmp_path, concurrency=8, shutdown_timeout=5, polling={"poll_for": 20},
-                               queues=[{"name": queue.name, "error_visibility_timeout": 1}],
-                               targets={"default": {"type": "lambda", "endpoint_url": url, **target}})
-    return daemon(["-c", str(config)], env=aws_env)
-
-
 def test_batches_with_partial_failures_through_the_real_emulator(
     daemon: Callable[..., Daemon], aws_env: dict[str, str], emulator: RealEmulator,
     sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
@@ -53,7 +45,7 @@ def test_batches_with_partial_failures_through_the_real_emulator(
     queue = make_queue()
     bodies = [f"m{i}" for i in range(18)] + ["fail-a", "fail-b"]
     send_batch(sqs, queue.url, bodies)
-    proc = start(daemon, aws_env, tmp_path, queue, emulator.url, batch_size=4)
+    proc = start_on_lambda_endpoint(daemon, aws_env, tmp_path, queue, emulator.url, batch_size=4)
     wait_until(lambda: count_messages(sqs, queue.url) == 2 and {("fail-a", "2"), ("fail-b", "2")}
                <= set(deliveries(tmp_path)), 90, message=lambda: f"deliveries: {deliveries(tmp_path)}")
     assert proc.stop(timeout=30) == 0
@@ -76,15 +68,9 @@ def test_function_errors_of_the_real_emulator_fail_the_whole_batch(
 ) -> None:
     queue = make_queue()
     send_batch(sqs, queue.url, ["a", body, "c"])
-    proc = start(daemon, aws_env, tmp_path, queue, emulator.url)
-    wait_until(lambda: {("a", "2"), (body, "2"), ("c", "2")} <= set(deliveries(tmp_path)), 90,
-               message=lambda: f"deliveries: {deliveries(tmp_path)}")
-    assert proc.stop(timeout=30) == 0
-
-    assert count_messages(sqs, queue.url) == 3  # the emulator answered 200 (or 502): nothing deleted
-    log = proc.output()
-    assert logged in log, log
-    assert "delivered=0" in log
+    proc = start_on_lambda_endpoint(daemon, aws_env, tmp_path, queue, emulator.url)
+    # the emulator answered 200 (or 502): nothing deleted
+    expect_the_whole_batch_failed(proc, sqs, queue, ["a", body, "c"], logged, lambda: deliveries(tmp_path), 90)
 
 
 def test_the_real_emulator_crashes_on_an_invocation_sent_while_one_runs(emulator: RealEmulator) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import workerless_send
+from tests.e2e.helpers import send_traced, workerless_send
 from tests.support import (Daemon, HttpApp, MotoServer, Queue, RecordedRequest, build_config_file, count_messages,
                            wait_until)
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
@@ -173,11 +173,7 @@ def test_a_lambda_batch_is_one_span_linked_to_each_records_context(
     moto_lambda_function: str, sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
 ) -> None:
     queue = make_queue()
-    producers = [(f"{index:032x}", f"{index + 100:016x}") for index in range(1, 4)]
-    entries = [{"Id": str(index), "MessageBody": f"record {index}", "MessageAttributes": {"traceparent": {
-        "DataType": "String", "StringValue": f"00-{trace_id}-{span_id}-01"}}}
-        for index, (trace_id, span_id) in enumerate(producers)]
-    sqs.send_message_batch(QueueUrl=queue.url, Entries=entries)
+    producers = send_traced(sqs, queue.url)
     config = traced_config(tmp_path, queue, {"type": "lambda", "function": moto_lambda_function,
                                               "max_batching_window": 2})
     proc = daemon(["-c", str(config)], env=traced_env(aws_env, receiver))
