@@ -70,6 +70,11 @@ def test_an_endpoint_url_target_gets_its_own_unsigned_wire_straight_to_the_endpo
     assert invocation.function_name == "function"
     assert not {"authorization", "x-amz-date", "x-amz-security-token"} & set(invocation.headers)
 
+    # A reload that replaces or removes the target closes it: its own wire's connections go with it.
+    assert not wire.http.closed
+    local.close()
+    assert wire.http.closed
+
 
 def test_a_signed_endpoint_wire_signs_as_for_lambda(emulator: LambdaEmulator) -> None:
     wire = LambdaWire(emulator.url, REGION, credentials(), concurrency=2, read_timeout=10, is_emulator=True)

@@ -100,7 +100,7 @@ def build_target(config: TargetConfig, clients: Clients, rng: random.Random, ca_
         return LambdaTarget(config, clients.lambda_, rng)
     if clients.build_lambda_endpoint is None:  # never Lambda's own endpoint in place of the one the target names
         raise StartupError(f"targets.{config.name}.endpoint_url: the daemon was built without Lambda endpoints")
-    return LambdaTarget(config, clients.build_lambda_endpoint(config), rng)
+    return LambdaTarget(config, clients.build_lambda_endpoint(config), rng, owns_client=True)
 
 
 def queue_info(queue: SqsQueue, clients: Clients) -> QueueInfo:

@@ -26,15 +26,21 @@ MAX_THROTTLE_PAUSE_SECONDS = 60.0  # a throttled function's pause: half to all o
 
 
 class LambdaTarget:
-    def __init__(self, config: LambdaTargetConfig, client: Any, rng: random.Random) -> None:
+    def __init__(self, config: LambdaTargetConfig, client: Any, rng: random.Random, owns_client: bool = False) -> None:
         self.name = config.name
         self.config = config
         self.client = client
+        self.owns_client = owns_client  # its own endpoint_url's wire, closed with it (never the daemon's Lambda client)
         self.rng = rng
         self.messages_per_delivery = config.batch_size
         self.hard_deadline_seconds = float(config.timeout + 10)
         self.pause = Pause()
         self.throttles_in_a_row = 0
+
+    def close(self) -> None:
+        """When a reload replaces or removes the target: its own wire's connections go with it."""
+        if self.owns_client:
+            self.client.close()
 
     def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
         records = [build_record(queue, message) for message in messages]
