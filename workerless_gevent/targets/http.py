@@ -72,10 +72,8 @@ class HttpTarget:
             reply = self.connections.exchange(post_request(path, self.fixed_headers, headers, body), deadline=deadline,
                                               resend_if_stale=True)
             return self.judge(reply.status, reply.headers.get("retry-after"))
-        except DeadlineExceeded:
-            return Outcome.failure("Timeout", f"no complete response within {self.hard_deadline_seconds:g}s")
-        except OSError as error:
-            return Outcome.failure(type(error).__name__, str(error) or type(error).__name__)
+        except OSError as error:  # no answer: refused, reset, or none complete by the deadline
+            return exchange_failure(error, self.hard_deadline_seconds)
         except Exception as error:  # a malformed response from the app must not kill the delivery
             return Outcome.failure(type(error).__name__, str(error))
 
@@ -95,6 +93,13 @@ class HttpTarget:
 
     def close(self) -> None:
         self.connections.close()
+
+
+def exchange_failure(error: Exception, deadline_seconds: float) -> Outcome:
+    """A POST that got no answer: past its deadline, or its connection failed."""
+    if isinstance(error, DeadlineExceeded):
+        return Outcome.failure("Timeout", f"no complete response within {deadline_seconds:g}s")
+    return Outcome.failure(type(error).__name__, str(error) or type(error).__name__)
 
 
 def quote_path(path: str) -> str:

@@ -10,9 +10,8 @@ from typing import Any
 from ..config.model import HttpTargetConfig
 from ..message import Message
 from ..wire.http import post_request
-from ..wire.watchdog import DeadlineExceeded
 from . import Outcome, QueueInfo, Result
-from .http import SUCCESSES, HttpTarget, sign
+from .http import SUCCESSES, HttpTarget, exchange_failure, sign
 from .sqs_event import build_record, event_payloads, judge_response, requests_needed
 
 # FIFO: a record after the first one of its group that did not succeed; the settler makes it visible again at once
@@ -69,8 +68,8 @@ class BatchHttpTarget(HttpTarget):
         except Exception as error:  # no answer (refused, timed out) or a malformed one: the whole part failed
             return [exchange_failure(error, self.hard_deadline_seconds)] * count
         if 200 <= reply.status < 300:
-            return judge_response(reply.body, records, queue.is_fifo, success=SUCCESSES[reply.status],
-                                  answerer="the app")
+            # not Lambda's FIFO rule here (all after the first failure fail): in_group_order releases them instead
+            return judge_response(reply.body, records, False, success=SUCCESSES[reply.status], answerer="the app")
         return [self.judge(reply.status, reply.headers.get("retry-after"))] * count
 
 
@@ -101,8 +100,3 @@ def in_group_order(outcomes: list[Outcome]) -> list[Outcome]:
             return outcomes[:index + 1] + [RELEASED] * (len(outcomes) - index - 1)
     return outcomes
 
-
-def exchange_failure(error: Exception, deadline_seconds: float) -> Outcome:
-    if isinstance(error, DeadlineExceeded):
-        return Outcome.failure("Timeout", f"no complete response within {deadline_seconds:g}s")
-    return Outcome.failure(type(error).__name__, str(error) or type(error).__name__)
