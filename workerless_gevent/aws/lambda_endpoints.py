@@ -18,22 +18,24 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config.model import LambdaTargetConfig
+from ..rules import is_loopback_host
 
 if TYPE_CHECKING:
     from ..wire.aws_lambda import LambdaWire
 
 
 def is_loopback(url: str) -> bool:
+    """`rules.is_loopback_host`, and also a name under `.localhost` or an IPv4 loopback address mapped into
+    IPv6 (kept here: the container credentials endpoint trusts only what that rule says)."""
     host = urllib.parse.urlsplit(url).hostname or ""
-    if host == "localhost" or host.endswith(".localhost"):
+    if is_loopback_host(host) or host.endswith(".localhost"):
         return True
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped.is_loopback
-    return address.is_loopback
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return mapped is not None and mapped.is_loopback
 
 
 def is_signed(url: str, credentials: Any) -> bool:
