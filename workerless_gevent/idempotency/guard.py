@@ -172,9 +172,9 @@ class Idempotency:
         """The heartbeat kept these messages hidden longer: their claims follow (`extensions.py`)."""
         self.extensions.extend(messages)
 
-    def make_table(self, stopping: gevent.event.Event, rng: random.Random, wake: Callable[[], None]) -> None:
+    def make_table(self, stopping: gevent.event.Event) -> None:
         """The table, created if missing (as the daemon's other tables are), before the first claim."""
-        if DynamoTable(self.store.dynamodb, self.config.table).wait_until_usable(stopping, rng,
+        if DynamoTable(self.store.dynamodb, self.config.table).wait_until_usable(stopping, self.rng,
                                                                           "nothing is claimed under a key"):
             self.health.is_table_ready = True
-            wake()
+            self.wake()

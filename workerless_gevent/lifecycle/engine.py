@@ -112,7 +112,7 @@ class Engine:
         """Queues with a key receive once the idempotency table is usable (or deliver, unclaimed)."""
         idempotency = self.idempotency
         if idempotency is not None:
-            self.table_maker = gevent.spawn(idempotency.make_table, self.stopping, self.rng, self.poller.wake.set)
+            self.table_maker = gevent.spawn(idempotency.make_table, self.stopping)
             self.table_maker.link_exception(log_greenlet_failure)
 
     def use_idempotency(self, idempotency: Idempotency | None) -> None:
