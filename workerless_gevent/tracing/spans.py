@@ -230,7 +230,8 @@ def ratio_bound(sampler: Sampler) -> int | None:
 
 
 def batch_headers(delivery: Delivery) -> dict[str, str]:
-    """A batch's: the `traceparent` (and trace state) of its span; each record carries its own context."""
+    """The `traceparent` (and trace state) of the span: a batch's headers, where each record carries its own
+    context; a single message's add X-Ray's (`outgoing_headers`)."""
     headers = {"traceparent": traceparent(delivery.trace_id, delivery.span_id, delivery.trace_flags)}
     if delivery.trace_state is not NO_STATE and delivery.trace_state:
         headers["tracestate"] = delivery.trace_state.to_header()
@@ -240,9 +241,7 @@ def batch_headers(delivery: Delivery) -> dict[str, str]:
 def outgoing_headers(delivery: Delivery, message: Message) -> dict[str, str]:
     """The headers by which the app's spans become children of the delivery span: `traceparent` (and the
     trace state) as the W3C propagator writes them, X-Ray's (where the message had one) through its propagator."""
-    headers = {"traceparent": traceparent(delivery.trace_id, delivery.span_id, delivery.trace_flags)}
-    if delivery.trace_state is not NO_STATE and delivery.trace_state:
-        headers["tracestate"] = delivery.trace_state.to_header()
+    headers = batch_headers(delivery)
     if "AWSTraceHeader" in message.attributes:
         headers.update(xray_header(delivery.span_context()))
     return headers
