@@ -32,6 +32,8 @@ KEY_HEADER = "X-Workerless-Idempotency-Key"  # with an idempotency_key: the key 
 
 
 class HttpTarget:
+    keeps_body = False  # one message's 2xx answer is not read, only its status
+
     def __init__(self, config: HttpTargetConfig, ca_bundle: str | None = None) -> None:
         """https is verified against `ca_bundle` ([aws] ca_bundle) if given, else the system's CAs."""
         url = urllib.parse.urlsplit(config.url)
@@ -46,7 +48,7 @@ class HttpTarget:
                                        read_timeout=config.inactivity_timeout, quick_ack=True,
                                        tls=tls_context(ca_bundle) if url.scheme == "https" else None,
                                        keep_headers=("Retry-After",), keep_headers_of_errors_only=True,
-                                       keep_body=config.batch_size > 1,  # a batch's answer names its failures
+                                       keep_body=self.keeps_body,
                                        keepalive_idle=config.keepalive_idle)
         self.fixed_headers = f"Host: {host_header(host, port, url.scheme)}\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n"
         self.fixed_headers += "".join(f"{name}: {value}\r\n" for name, value in config.headers.items())

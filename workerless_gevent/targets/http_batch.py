@@ -23,6 +23,8 @@ class BatchHttpTarget(HttpTarget):
     """Up to `batch_size` messages of one queue per POST (on a FIFO queue, of one message group: the poller takes
     them so), under 6 MB each; `max_concurrency` and rate limits count these POSTs, the metrics their messages."""
 
+    keeps_body = True  # a batch's answer names its failures
+
     def __init__(self, config: HttpTargetConfig, ca_bundle: str | None = None) -> None:
         super().__init__(config, ca_bundle)
         self.messages_per_delivery = config.batch_size
