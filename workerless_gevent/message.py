@@ -25,6 +25,7 @@ class Message:
     settled: bool = field(default=False)
     idempotency_key: str | None = None  # its queue's idempotency_key, read at receive
     claim: str | None = None  # the token of its `in progress` claim in the idempotency table, while it holds one
+    payload_hash: str | None = None  # validate_payload's digest, computed for its claim and kept for `completed`
     trace_headers: dict[str, str] | None = None  # [tracing]: the delivery span's context, for the app
 
     @classmethod

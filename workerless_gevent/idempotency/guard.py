@@ -79,8 +79,7 @@ class Idempotency:
             if slot in keyed:  # the same key twice in one receive: the second waits for the first's claim
                 deferred[id(message)] = claim_seconds(message)
                 continue
-            keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", claim_deadline(message),
-                                          self.payload_hash(message)))
+            keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", claim_deadline(message)))
         if keyed and (self.health.is_waiting_for_table or self.health.is_holding):  # no claim can be made now
             admission.is_held = True
             deferred.update((id(message), self.health.hide_seconds()) for message, _ in keyed.values())
@@ -99,6 +98,8 @@ class Idempotency:
         """One transaction for a receive's keys: each claimed message gets its token, each copy of a success
         goes to `duplicates`, each key held elsewhere (or every key, the table failing while holding) to
         `deferred`."""
+        if queue in self.payloads:  # validate_payload: the digest goes with the claim, once, and is kept for `complete`
+            pairs = [(message, replace(claim, payload_hash=self.payload_hash(message))) for message, claim in pairs]
         try:
             verdicts = self.store.claim_all([claim for _, claim in pairs])
         except AWS_ERRORS as error:
@@ -111,7 +112,7 @@ class Idempotency:
         self.health.answered()
         for (message, claim), verdict in zip(pairs, verdicts):
             if verdict.kind is VerdictKind.CLAIMED:
-                message.claim = claim.token
+                message.claim, message.payload_hash = claim.token, claim.payload_hash
                 if has_lapsed(message, claim):
                     admission.lapsed.append(message)
             elif verdict.kind is VerdictKind.COMPLETED:
@@ -131,7 +132,7 @@ class Idempotency:
 
     def complete(self, message: Message, delete: Callable[[], None]) -> None:
         """After a success: `completed`, then `delete`."""
-        claim = replace(claim_of(message), payload_hash=self.payload_hash(message))
+        claim = replace(claim_of(message), payload_hash=message.payload_hash)
         message.claim = None
         self.completions.add(message, claim, delete)
 
