@@ -50,10 +50,14 @@ def read_endpoint_url(table: Table) -> str | None:
     return url
 
 
-def has_host_and_port(url: str) -> bool:
-    parts = urllib.parse.urlsplit(url)
+def has_valid_port(url: str) -> bool:
+    """urllib's reading of the URL's port succeeds (a number from 0 to 65535, or none)."""
     try:
-        parts.port
+        urllib.parse.urlsplit(url).port
     except ValueError:
         return False
-    return bool(parts.hostname)
+    return True
+
+
+def has_host_and_port(url: str) -> bool:
+    return has_valid_port(url) and bool(urllib.parse.urlsplit(url).hostname)

@@ -4,13 +4,12 @@ and both read the flow-control keys every target has."""
 from __future__ import annotations
 
 import re
-import urllib.parse
 from typing import Any
 
 from .descriptions import keys_of
 from .headers import read_headers
 from .keys import Key
-from .lambda_target import LAMBDA, read_lambda_target
+from .lambda_target import LAMBDA, has_valid_port, read_lambda_target
 from .model import HttpTargetConfig, TargetConfig
 from .schema import Table
 
@@ -64,10 +63,3 @@ def read_ready_path(table: Table) -> str | None:
         raise table.fail("ready_path", "must be a path that starts with / (GET on the url's host and port)", path)
     return path
 
-
-def has_valid_port(url: str) -> bool:
-    try:
-        urllib.parse.urlsplit(url).port
-    except ValueError:
-        return False
-    return True
