@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from .rules import is_fifo_queue
+
 
 @dataclass(slots=True, kw_only=True, eq=False)
 class Message:
@@ -27,21 +29,26 @@ class Message:
     claim: str | None = None  # the token of its `in progress` claim in the idempotency table, while it holds one
     payload_hash: str | None = None  # validate_payload's digest, computed for its claim and kept for `completed`
     trace_headers: dict[str, str] | None = None  # [tracing]: the delivery span's context, for the app
+    # The group FIFO's rules apply to: its MessageGroupId on a FIFO queue, None on a standard one, where the
+    # group (a fair queue's tenant) orders and serialises nothing. Decided here, once, by the queue's kind.
+    fifo_group: str | None = None
 
     @classmethod
     def from_sqs(cls, queue: str, raw: dict[str, Any], received_at: float, visible_until: float) -> Message:
         if "Unreadable" in raw:  # marked by the wire: a member it could not parse
             raise ValueError(raw["Unreadable"])
+        attributes = dict(raw.get("Attributes", {}))
         return cls(
             queue=queue,
             message_id=raw["MessageId"],
             receipt_handle=raw["ReceiptHandle"],
             body=raw.get("Body", ""),
             md5_of_body=raw.get("MD5OfBody", ""),
-            attributes=dict(raw.get("Attributes", {})),
+            attributes=attributes,
             message_attributes=dict(raw.get("MessageAttributes", {})),
             received_at=received_at,
             visible_until=visible_until,
+            fifo_group=attributes.get("MessageGroupId") if is_fifo_queue(queue) else None,
         )
 
     @property
@@ -56,6 +63,7 @@ class Message:
 
     @property
     def group_id(self) -> str | None:
+        """Its MessageGroupId on any queue: a FIFO group, or a fair queue's tenant (see `fifo_group`)."""
         return self.attributes.get("MessageGroupId")
 
     def string_attribute(self, name: str) -> str | None:

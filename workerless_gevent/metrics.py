@@ -18,7 +18,8 @@ COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throt
             # messages without their key (delivered as usual), DynamoDB calls that failed after the wire's retries,
             # copies of a success with another payload (validate_payload: failed undelivered)
             "Duplicates", "IdempotencyInProgress", "IdempotencyKeyMissing", "IdempotencyStoreErrors",
-            "IdempotencyKeyConflicts")
+            "IdempotencyKeyConflicts",
+            "GroupWaits")  # deliveries that waited for their group's max_concurrency_per_group
 OVERALL = ""  # the "queue" of counters that belong to no queue
 # InternalErrors: unexpected errors a supervised loop survived; with [tracing], spans dropped from a full buffer
 # and span batches the collector did not take
@@ -46,6 +47,7 @@ TWO_DIGITS = "{:.2g}".format
 
 GaugeReader = Callable[[], Mapping[str, float]]  # queue name -> current value
 Observer = Callable[[str, str, float], None]  # (queue, distribution, milliseconds) of each observation
+Count = Callable[..., None]  # Registry.count(queue, name, amount=1), as the parts that count are handed it
 
 
 @dataclass

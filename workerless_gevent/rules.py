@@ -1,5 +1,5 @@
 """The rules more than one layer follows, written once: AWS's throttle and transient error codes, jittered
-exponential backoff, SQS's 12-hour limit on a receipt's visibility, what counts as a loopback host, and how an
+exponential backoff, which queues are FIFO, SQS's 12-hour limit on a receipt's visibility, what counts as a loopback host, and how an
 idempotency key is shown outside its table (the HTTP target's header and the log lines). Pure, and it imports only the
 standard library, so `wire/` may use it too without knowing anything of the daemon."""
 
@@ -22,9 +22,15 @@ LAMBDA_THROTTLE_CODES = ("TooManyRequestsException", "EC2ThrottledException", "T
 TRANSIENT_CODES = ("RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError",
                    "InternalFailure", "ServiceUnavailable", "TransactionInProgressException")
 
+FIFO_SUFFIX = ".fifo"  # SQS names every FIFO queue, and only those, with it
 MAX_VISIBILITY_SECONDS = 43200  # SQS refuses a visibility timeout reaching past 12 h from the receive
 RECEIPT_LIMIT_MARGIN_SECONDS = 60
 RECEIPT_LIMIT_SECONDS = MAX_VISIBILITY_SECONDS - RECEIPT_LIMIT_MARGIN_SECONDS  # how long one receive can be kept
+
+
+def is_fifo_queue(name_or_url: str) -> bool:
+    """FIFO's rules (ordered groups, deduplication ids) hold on this queue; a standard queue's groups are tenants."""
+    return name_or_url.endswith(FIFO_SUFFIX)
 
 
 def backoff_seconds(attempt: int, rng: random.Random, cap_seconds: float, base_seconds: float = 1.0,

@@ -277,6 +277,12 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
      "{path}: invalid TOML: Expected ']]' at the end of an array declaration (at line 1, column 9)"),
     ("queue-max-concurrency-zero", config_text(queue="max_concurrency = 0\n"),
      "{path}: queues[0].max_concurrency: must be an integer from 1 to 10000 (got 0)"),
+    ("queue-group-cap-zero", config_text(queue="max_concurrency_per_group = 0\n"),
+     "{path}: queues[0].max_concurrency_per_group: must be an integer from 1 to 10000 (got 0)"),
+    ("fifo-queue-group-cap", 'concurrency = 2\n[[queues]]\nname = "orders.fifo"\nmax_concurrency_per_group = 4\n\n'
+     + TARGET,
+     "{path}: queues[0].max_concurrency_per_group: is for standard queues: a FIFO queue delivers one message of a "
+     "group at a time already (got 4)"),
     ("target-max-concurrency-text", config_text(target='max_concurrency = "5"\n'),
      '{path}: targets.default.max_concurrency: must be an integer from 1 to 10000 (got "5")'),
     ("target-rate-limit-zero", config_text(target="rate_limit = 0\n"),

@@ -34,6 +34,8 @@ Options:
                              Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1
   --s3-bucket=B              send: a body over 256 KiB goes to this S3 bucket, and the message is
                              the AWS extended clients' pointer to it.
+  --group=G                  send: the MessageGroupId: a FIFO queue's group, or on a standard
+                             queue the tenant of a fair queue (1-128 characters).
   --json                     stats: a JSON list, one object per queue.
   --watch=S                  stats: read again every S seconds (in place on a terminal).
   --to=QUEUE                 redrive: send every message here, not to its workerless.source_queue.
@@ -144,7 +146,7 @@ def is_installed(module: str) -> bool:
 def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
     """Enqueue one message: for operators and demos, using the config's [aws] settings if given."""
     from ..errors import AWS_ERRORS, describe_error
-    from .sending import send_message
+    from .sending import is_group_id, send_message
 
     attributes = {}
     for item in args["--attr"]:
@@ -152,13 +154,16 @@ def send(args: dict[str, Any], env: Mapping[str, str]) -> int:
         if not equals or not name:
             raise ConfigError("--attr", "", "must be NAME=VALUE", item)
         attributes[name] = {"DataType": "String", "StringValue": value}
+    group = args["--group"]
+    if group is not None and not is_group_id(group):
+        raise ConfigError("--group", "", "must be 1-128 letters, digits or punctuation (no spaces)", group)
     config = load_config(args["--config"], env, {}) if args["--config"] else None
     aws = config.aws if config else AwsConfig()
     session, region, _ = open_session(aws, env, config.source if config else "command line")
     body = args["BODY"] if args["BODY"] is not None else sys.stdin.read()
     try:
         message_id = send_message(session, aws, region, args["QUEUE"], body, attributes,
-                                  trace_header=args["--trace-header"], s3_bucket=args["--s3-bucket"])
+                                  trace_header=args["--trace-header"], s3_bucket=args["--s3-bucket"], group=group)
     except AWS_ERRORS as error:
         print(f"workerless send: {describe_error(error)}", file=sys.stderr)
         return ExitStatus.ERROR

@@ -7,10 +7,10 @@ from collections import Counter
 from typing import Any
 
 from ..idempotency.keys import ORIGINAL_ID_ATTRIBUTE
+from ..rules import is_fifo_queue
 
 ANNOTATION_PREFIX = "workerless."  # the daemon's dead-letter annotations, dropped on the way back
 SOURCE_ATTRIBUTE = "workerless.source_queue"
-FIFO_SUFFIX = ".fifo"
 DEFAULT_GROUP = "workerless-redrive"  # a FIFO destination for a message that had no group (a standard DLQ)
 VALUE_KEYS = ("DataType", "StringValue", "BinaryValue")
 PREVIEW_CHARACTERS = 60
@@ -38,8 +38,8 @@ def identity(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def send_entry(entry_id: str, message: dict[str, Any], destination: str) -> dict[str, Any]:
-    """The body byte for byte and the own attributes; for a FIFO destination the original group, and the
-    original message id as deduplication id, so a batch sent twice (a crash between send and delete)
+    """The body byte for byte and the own attributes, and its group (a standard queue's keeps its tenant); for a
+    FIFO destination the original message id as deduplication id, so a batch sent twice (a crash between send and delete)
     within SQS's five-minute deduplication interval arrives once."""
     entry: dict[str, Any] = {"Id": entry_id, "MessageBody": message["Body"]}
     attributes = own_attributes(message)
@@ -50,9 +50,12 @@ def send_entry(entry_id: str, message: dict[str, Any], destination: str) -> dict
     if system.get("AWSTraceHeader"):
         entry["MessageSystemAttributes"] = {"AWSTraceHeader": {"DataType": "String",
                                                                "StringValue": system["AWSTraceHeader"]}}
-    if destination.endswith(FIFO_SUFFIX):
-        entry["MessageGroupId"] = system.get("MessageGroupId") or DEFAULT_GROUP
+    group = system.get("MessageGroupId")
+    if is_fifo_queue(destination):
+        entry["MessageGroupId"] = group or DEFAULT_GROUP
         entry["MessageDeduplicationId"] = message["MessageId"]
+    elif group:  # a fair queue's tenant: the message goes back as its tenant's
+        entry["MessageGroupId"] = group
     return entry
 
 

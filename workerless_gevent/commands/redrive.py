@@ -15,8 +15,8 @@ import gevent
 import gevent.event
 import gevent.pool
 
+from ..rules import is_fifo_queue
 from .batches import (RECEIVE_OPTIONS, VISIBILITY_SECONDS, WAIT_SECONDS, Batch, BatchMover, Tally, combined)
-from .entries import FIFO_SUFFIX
 from .progress import Progress
 from .queues import queue_name, queue_url
 from .quota import BATCH_MESSAGES, Quota
@@ -90,7 +90,7 @@ class Redrive:
     def is_drained(self, settled_before: gevent.event.Event) -> bool:
         """After an empty receive. A FIFO queue hides the groups of the batches in hand: it is drained only if no
         batch was in hand during the receive, else its next messages come once one is settled."""
-        if not self.name.endswith(FIFO_SUFFIX) or (self.in_hand == 0 and not settled_before.is_set()):
+        if not is_fifo_queue(self.name) or (self.in_hand == 0 and not settled_before.is_set()):
             return True
         if self.in_hand:
             self.settled.wait(timeout=VISIBILITY_SECONDS)

@@ -4,23 +4,34 @@ and sent as the pointer the AWS extended clients send, so they and `large_payloa
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
 from ..aws.clients import build_command_client
 from ..config.model import AwsConfig
 from ..envelopes import OFFLOAD_THRESHOLD_BYTES, SIZE_ATTRIBUTES, PayloadPointer, message_bytes, pointer_body
+from ..rules import is_fifo_queue
+
+GROUP_ID = re.compile(r"[!-~]{1,128}\Z")  # SQS's MessageGroupId: 1-128 letters, digits and punctuation
+
+
+def is_group_id(text: str) -> bool:
+    return GROUP_ID.match(text) is not None
 
 
 def send_message(session: Any, aws: AwsConfig, region: str, queue: str, body: str, attributes: dict[str, Any],
-                 trace_header: str | None = None, s3_bucket: str | None = None) -> str:
-    """The new message's id; AWS errors go up to the caller."""
+                 trace_header: str | None = None, s3_bucket: str | None = None, group: str | None = None) -> str:
+    """The new message's id; AWS errors go up to the caller. `group`: its MessageGroupId (on a standard queue,
+    a fair queue's tenant)."""
     sqs = build_command_client(session, aws, region, "sqs")
     url = queue if "://" in queue else sqs.get_queue_url(QueueName=queue)["QueueUrl"]
     extra: dict[str, Any] = {}
-    if url.endswith(".fifo"):
+    if is_fifo_queue(url):
         # A fresh deduplication id: two sends of the same body are two messages, content-based or not.
-        extra.update(MessageGroupId="workerless-send", MessageDeduplicationId=uuid.uuid4().hex)
+        extra.update(MessageGroupId=group or "workerless-send", MessageDeduplicationId=uuid.uuid4().hex)
+    elif group:
+        extra["MessageGroupId"] = group
     if trace_header:
         extra["MessageSystemAttributes"] = {"AWSTraceHeader": {"DataType": "String", "StringValue": trace_header}}
     if s3_bucket and message_bytes(body, attributes) > OFFLOAD_THRESHOLD_BYTES:

@@ -97,6 +97,9 @@ KEYS: tuple[Key, ...] = (
         "inside `concurrency`. Unset: no cap.", Range(1, 10000)),
     Key("queues[].fleet_max_concurrency", QueueConfig, "fleet_max_concurrency", "Deliveries in flight from this "
         "queue across every daemon of the fleet. Needs `[fleet]`.", Range(1, 100000)),
+    Key("queues[].max_concurrency_per_group", QueueConfig, "max_concurrency_per_group", "Deliveries of one "
+        "`MessageGroupId` (a fair queue's tenant) in flight at most; a message over it waits in the daemon, kept "
+        "invisible. Standard queues only: a FIFO group is always one at a time. Unset: no cap.", Range(1, 10000)),
     Key("queues[].filter", QueueConfig, "filter", "Lambda filter criteria: a message that matches none is deleted "
         "undelivered (counted `Filtered`). Unset: every message is delivered.",
         allowed=f"a JSON pattern string, or a list of 1 to {MAX_FILTERS}", example='{"body": {"kind": ["order"]}}'),

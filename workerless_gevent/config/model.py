@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..filtering import Pattern
+from ..rules import is_fifo_queue
 from .cron import PeriodicConfig
 from .fleet import FleetConfig
 from .idempotency import IdempotencyConfig
@@ -43,6 +44,7 @@ class QueueConfig:
     retention_period: int = 345600
     max_concurrency: int | None = None  # deliveries in flight from this queue, inside `concurrency`
     fleet_max_concurrency: int | None = None  # in flight from this queue across the fleet ([fleet])
+    max_concurrency_per_group: int | None = None  # a standard queue's deliveries of one MessageGroupId (tenant)
     filter: tuple[Pattern, ...] = ()  # Lambda filter criteria; a message no filter matches is deleted undelivered
     sns: Literal["raw", "unwrap"] = "raw"  # "unwrap": deliver an SNS envelope's Message and attributes
     large_payloads: bool = False  # fetch the extended clients' S3 payload before delivery
@@ -51,7 +53,7 @@ class QueueConfig:
 
     @property
     def is_fifo(self) -> bool:
-        return self.name.endswith(".fifo")
+        return is_fifo_queue(self.name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,6 +6,7 @@ import re
 
 from ..errors import ConfigError
 from ..filtering import FilterError, Pattern, parse_filters
+from ..rules import is_fifo_queue
 from .descriptions import MAX_FILTERS, QUEUE_NAME_RULE, keys_of
 from .idempotency_table import read_key
 from .model import QUEUE_NAME, QueueConfig
@@ -43,11 +44,14 @@ def read_queue(table: Table) -> QueueConfig:
         url=url,
         **table.fields(QUEUE, "visibility_timeout", "weight", "target", "error_visibility_timeout", "backoff",
                        "max_retries", "dead_letter_queue", "retention_period", "max_concurrency",
-                       "fleet_max_concurrency"),
+                       "fleet_max_concurrency", "max_concurrency_per_group"),
         filter=read_filter(table),
         **table.fields(QUEUE, "sns", "large_payloads", "delete_payloads"),
-        idempotency_key=read_key(table, name.endswith(".fifo")),
+        idempotency_key=read_key(table, is_fifo_queue(name)),
     )
+    if queue.max_concurrency_per_group is not None and queue.is_fifo:
+        raise table.fail("max_concurrency_per_group", "is for standard queues: a FIFO queue delivers one message "
+                         "of a group at a time already", queue.max_concurrency_per_group)
     if queue.delete_payloads and not queue.large_payloads:
         raise table.fail("delete_payloads", "needs large_payloads = true", True)
     if queue.dead_letter_queue is not None and not QUEUE_NAME.match(queue.dead_letter_queue):

@@ -9,9 +9,10 @@ from typing import Any
 
 from ..errors import error_code
 from ..logs import fields
+from ..metrics import Count
 from ..rules import THROTTLE_CODES, TRANSIENT_CODES, backoff_seconds
 from ..wire.retries import retry_cost
-from .batch_failures import RETRY_BASE_SECONDS, RETRY_CAP_SECONDS, BatchEntry, Count, GiveUps
+from .batch_failures import RETRY_BASE_SECONDS, RETRY_CAP_SECONDS, BatchEntry, GiveUps
 
 logger = logging.getLogger("workerless_gevent.delivery.batching")  # one logger for the batches' lines
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..logs import duration_text, fields
 from ..message import Message
+from ..metrics import Count
 from ..rules import backoff_seconds
 
 logger = logging.getLogger("workerless_gevent.delivery.batching")  # one logger for the batches' lines
@@ -23,7 +23,6 @@ QUIET_SECONDS = 60.0
 GIVE_UP_LOG_SECONDS = 30.0  # given-up entries are logged together at most this often (counted at once)
 IDS_PER_LINE = 100  # message ids per give-up line (a line stays a few KB)
 
-Count = Callable[..., None]  # Registry.count(queue, name, amount=1)
 
 
 @dataclass(slots=True, eq=False)

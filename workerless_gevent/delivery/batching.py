@@ -16,10 +16,10 @@ import gevent.pool
 
 from ..errors import AWS_ERRORS, describe_error
 from ..logs import fields
-from ..metrics import OVERALL
+from ..metrics import OVERALL, Count
 from ..supervision import log_unexpected
 from .batch_answers import RETRY_REASON, Answers, hide_handles, is_beyond_retry
-from .batch_failures import RETRY_CAP_SECONDS, BatchEntry, Count, GiveUps, Streak
+from .batch_failures import RETRY_CAP_SECONDS, BatchEntry, GiveUps, Streak
 
 logger = logging.getLogger(__name__)
 

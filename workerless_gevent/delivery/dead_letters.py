@@ -21,9 +21,11 @@ MAX_MESSAGE_ATTRIBUTES = 10
 def dead_letter(queue: SqsQueue, dead_letter_queue: SqsQueue, message: Message, outcome: Outcome,
                 registry: Registry) -> bool:
     """Copy to the dead-letter queue; True once the copy is safely there (then the caller deletes)."""
-    extra = {"MessageGroupId": message.group_id or "workerless"} if dead_letter_queue.config.is_fifo else {}
+    extra: dict[str, str] = {}
     if dead_letter_queue.config.is_fifo:
-        extra["MessageDeduplicationId"] = message.message_id
+        extra.update(MessageGroupId=message.group_id or "workerless", MessageDeduplicationId=message.message_id)
+    elif message.group_id:  # a fair queue's tenant stays its tenant in a standard dead-letter queue too
+        extra["MessageGroupId"] = message.group_id
     try:
         dead_letter_queue.send(message.body, dead_letter_attributes(queue.name, message, outcome), **extra)
     except AWS_ERRORS as error:

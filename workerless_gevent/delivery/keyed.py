@@ -113,12 +113,12 @@ def split_behind(received: list[Message], deliver: list[Message], hidden: list[M
     first_hidden: dict[str, int] = {}
     position = {id(message): index for index, message in enumerate(received)}
     for message in hidden:
-        if message.group_id is not None:
-            first_hidden[message.group_id] = min(first_hidden.get(message.group_id, len(received)),
+        if message.fifo_group is not None:
+            first_hidden[message.fifo_group] = min(first_hidden.get(message.fifo_group, len(received)),
                                                  position[id(message)])
     if not first_hidden:
         return deliver, []
-    behind = [message for message in deliver if message.group_id in first_hidden
-              and position[id(message)] > first_hidden[message.group_id]]
+    behind = [message for message in deliver if message.fifo_group in first_hidden
+              and position[id(message)] > first_hidden[message.fifo_group]]
     behind_ids = set(map(id, behind))
     return [message for message in deliver if id(message) not in behind_ids], behind

@@ -120,8 +120,8 @@ class Settler:
             self.settle_message(queue, message, outcome, target)
             if outcome.result is not Result.SUCCESS:
                 overloaded = overloaded or outcome.result is Result.OVERLOADED
-                if message.group_id is not None:
-                    failed_groups.add(message.group_id)
+                if message.fifo_group is not None:
+                    failed_groups.add(message.fifo_group)
         released = self.finish_once(work, failed_groups, overloaded)
         if released:
             self.release(released)
@@ -129,7 +129,7 @@ class Settler:
     def abandon(self, work: Work) -> None:
         """After a bug mid-delivery, or a delivery still running at the end of the grace period: what was
         not settled is visible again at once; its FIFO groups are freed with the rest of them released."""
-        groups = {message.group_id for message in work.messages if message.group_id is not None}
+        groups = {message.fifo_group for message in work.messages if message.fifo_group is not None}
         self.release([message for message in work.messages if not message.settled] + self.finish_once(work, groups, False))
 
     def finish_once(self, work: Work, failed_groups: set[str], overloaded: bool) -> list[Message]:

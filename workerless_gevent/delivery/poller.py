@@ -26,10 +26,10 @@ import gevent
 import gevent.event
 
 from ..message import Message
+from ..metrics import Count
 from .ordering import Strategy
 from .queue_state import QueueRow, QueueState, queue_row, take_buffered
 from .receiving import Admit, Receiver, Release, moving_average
-from .watchers import Count
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class Work:
     state: QueueState
     messages: list[Message]
     started_at: float = 0.0  # by the target flow's clock
+    groups: tuple[str, ...] = ()  # a standard queue's groups (tenants) it counts under their in-flight counts
     is_finished: bool = False  # the poller was told it ended (once: it frees groups and places under caps)
 
 
@@ -54,7 +55,7 @@ class Poller:
         self.rng = rng
         self.stopping = stopping
         self.wake = gevent.event.Event()
-        self.count = count or (lambda queue, name: None)
+        self.count = count or (lambda queue, name, amount=1: None)
         self.receiver = Receiver(batch_size=batch_size, poll_for_seconds=poll_for_seconds, sleep_seconds=sleep_seconds,
                                  rng=rng, stopping=stopping, admit=admit, count=self.count,
                                  wake=self.wake)
@@ -122,13 +123,15 @@ class Poller:
             gate.finish()
         if state.flow is not None:
             state.flow.finish(work.started_at, overloaded)
+        if work.groups and state.groups is not None:  # the next of each group's waiting messages may go
+            state.groups.finish(work.groups, state.receiving.buffer)
         if state.busy_groups:  # FIFO groups are claimed by `_take` only
             for message in work.messages:
-                group = message.group_id
+                group = message.fifo_group
                 if group is not None:
                     state.busy_groups.discard(group)
         buffer = state.receiving.buffer
-        released = [message for message in buffer if message.group_id in failed_groups] if failed_groups else []
+        released = [message for message in buffer if message.fifo_group in failed_groups] if failed_groups else []
         for message in released:
             buffer.remove(message)
         now = time.monotonic()
@@ -195,16 +198,22 @@ class Poller:
 
     def is_drained(self) -> bool:
         """Every queue has come back empty from a long poll since it last had messages."""
-        return all(state.receiving.is_drained and not state.receiving.buffer for state in self.states)
+        return all(state.receiving.is_drained and not state.has_buffered() for state in self.states)
 
     def _take(self, state: QueueState) -> Work | None:
+        groups = state.groups
+        if groups is not None:  # a standard queue: its groups are tenants, under their cap if it has one
+            messages, counted, set_aside = groups.take(state.receiving.buffer, state.take_size)
+            if set_aside:
+                self.count(state.queue.name, "GroupWaits", set_aside)
+            return Work(state, messages, groups=counted) if messages else None
         # FIFO: a group already in flight elsewhere is skipped whole, which keeps its order (an HTTP batch takes
         # one group: a POST holds one group's messages, in order).
         buffer = state.receiving.buffer
         taken: list[Message] = []
-        # Messages without a group (all of a standard queue's) go in order: no copy of a buffer that receives
-        # ahead may have filled with hundreds, and the same result as the loop below.
-        while buffer and buffer[0].group_id is None:
+        # Messages without a group go in order: no copy of a buffer that receives ahead may have filled with
+        # hundreds, and the same result as the loop below.
+        while buffer and buffer[0].fifo_group is None:
             taken.append(buffer.popleft())
             if len(taken) >= state.take_size:
                 return Work(state, taken)
@@ -212,7 +221,7 @@ class Poller:
             return Work(state, taken) if taken else None
         claimed: set[str] = set()
         for message in list(buffer):
-            group = message.group_id
+            group = message.fifo_group
             if group is not None and group not in claimed:
                 if group in state.busy_groups or (claimed and state.takes_one_group):
                     continue

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from ..message import Message
 from .flow import SharedLimit, TargetFlow
+from .groups import GroupRow, Groups
 from .queue import SqsQueue
 from .receive_state import Receiving
 
@@ -43,7 +44,8 @@ class ReceiveHold(Protocol):
 @dataclass(eq=False)
 class QueueState:
     """One queue as the poller chooses: what it was built with, its receive side (`receiving`, the
-    `Receiver`'s), and what only the poller writes: its deliveries, FIFO groups in flight, and retirement."""
+    `Receiver`'s), and what only the poller writes: its deliveries, FIFO groups in flight (a standard queue's
+    groups, tenants, in `groups`), and retirement."""
     queue: SqsQueue
     take_size: int  # messages per delivery: 1 for HTTP, the batch size for Lambda
     paused_seconds: Callable[[], float]  # until the queue's target accepts work again (<= 0: it does)
@@ -53,12 +55,16 @@ class QueueState:
     fleet_gates: tuple[SharedLimit, ...] = ()  # its fleet-wide limits (fleet/): shares leased across daemons
     receive_hold: ReceiveHold | None = None  # holds its receives back (the idempotency table's, while it fails)
     receiving: Receiving = field(init=False)
-    busy_groups: set[str] = field(default_factory=set)
+    busy_groups: set[str] = field(default_factory=set)  # FIFO groups in flight
+    groups: Groups | None = field(init=False)  # a standard queue's groups (None on a FIFO queue)
     in_flight: int = 0  # deliveries from this queue now
     is_retired: bool = False  # a reload took it out of the poller (`Poller.retire`)
 
     def __post_init__(self) -> None:
         self.receiving = Receiving(self.queue, self.take_size)
+        self.groups = None if self.queue.config.is_fifo else Groups(self.queue.config.max_concurrency_per_group)
+        if self.groups is not None and self.groups.cap is not None:  # set-aside messages bound what it receives
+            self.receiving.is_full = self.groups.is_full
         if self.receive_hold is not None:  # its watcher asks it too, not only the poller
             self.receiving.hold_seconds = self.receive_hold.hold_seconds
 
@@ -83,7 +89,11 @@ class QueueState:
     def has_work(self) -> bool:
         """It has messages buffered, or its last receive brought some (or it has not received yet)."""
         receiving = self.receiving
-        return bool(receiving.buffer) or (receiving.is_ready and not self.is_retired)
+        return self.has_buffered() or (receiving.is_ready and not self.is_retired)
+
+    def has_buffered(self) -> bool:
+        """Messages received and not delivered yet: in its buffer, or waiting for their group's cap."""
+        return bool(self.receiving.buffer) or (self.groups is not None and self.groups.waiting_count > 0)
 
     def room(self, free_slots: int) -> int:
         """How many deliveries from this queue could start now: within the caps, and the rate's tokens."""
@@ -122,6 +132,8 @@ class QueueRow:
     last_error_at: float  # its time.time(), 0 if none
     paused_seconds: float  # until its target accepts work again
     paused_reason: str = ""  # paused for another reason than its target: a fleet-wide limit's lease lapsed
+    groups: tuple[GroupRow, ...] = ()  # a standard queue's busiest groups (tenants): in flight and waiting
+    waiting: int = 0  # messages waiting for their group's max_concurrency_per_group (in `buffered` too)
 
 
 def take_buffered(states: Sequence[QueueState]) -> list[Message]:
@@ -130,6 +142,8 @@ def take_buffered(states: Sequence[QueueState]) -> list[Message]:
     for state in states:
         buffered.extend(state.receiving.buffer)
         state.receiving.buffer.clear()
+        if state.groups is not None:
+            buffered.extend(state.groups.take_waiting())
     return buffered
 
 
@@ -150,6 +164,9 @@ def queue_row(state: QueueState, now: float) -> QueueRow:
         word = "starting"
     else:
         word = "ready" if receiving.is_ready else "idle"
-    return QueueRow(state.queue.name, state.queue.config.target, word, len(receiving.buffer), receiving.failures,
-                    now - receiving.failing_since if receiving.failing_since is not None else 0.0,
-                    receiving.last_error, receiving.last_error_at, 0.0 if state.is_retired else paused, lapsed)
+    groups = state.groups
+    waiting = groups.waiting_count if groups is not None else 0
+    return QueueRow(state.queue.name, state.queue.config.target, word, len(receiving.buffer) + waiting,
+                    receiving.failures, now - receiving.failing_since if receiving.failing_since is not None else 0.0,
+                    receiving.last_error, receiving.last_error_at, 0.0 if state.is_retired else paused, lapsed,
+                    groups.rows() if groups is not None else (), waiting)

@@ -39,6 +39,8 @@ class Receiving:
     is_fifo: bool = field(init=False)  # its queue's, read on every take
     # Seconds until the queue may receive at all (its watcher included): a store outage holds a keyed queue
     hold_seconds: Callable[[], float] = field(default=lambda: 0.0)
+    # So many received messages wait for their groups' cap (`groups.Groups`) that it should receive no more
+    is_full: Callable[[], bool] = field(default=lambda: False)
 
     def __post_init__(self) -> None:
         self.is_fifo = self.queue.config.is_fifo

@@ -19,12 +19,12 @@ import gevent.pool
 from ..errors import AWS_ERRORS
 from ..logs import fields
 from ..message import Message
-from ..metrics import OVERALL
+from ..metrics import OVERALL, Count
 from ..supervision import log_unexpected
 from .queue import SqsQueue
 from .receive_failures import note_failure, note_success
 from .receive_state import Receiving
-from .watchers import Count, Watchers
+from .watchers import Watchers
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class Receiver:
         """Start receives on an emptied ready queue, one per batch the free slots can take at once
         (one round trip per batch would cap a queue at 10 messages per SQS latency); True while
         any is in flight."""
-        if not state.is_ready or state.buffer or state.watcher is not None:
+        if not state.is_ready or state.buffer or state.watcher is not None or state.is_full():
             return False  # a buffer held back by busy FIFO groups is the one batch we keep
         wanted = min(state.receive_width, -(-free_slots * state.take_size // self.batch_size))
         while state.receives < wanted:
@@ -93,7 +93,7 @@ class Receiver:
         is on its way (Little's law: the recent pace of deliveries times the receive round trip; on a
         real network that is several receives in flight, not one). `pace_seconds`: the time between two of
         the queue's deliveries ending, as the poller sees it."""
-        if not state.is_ready or state.watcher is not None or state.is_fifo:
+        if not state.is_ready or state.watcher is not None or state.is_fifo or state.is_full():
             return
         slots = free_slots + busy_slots
         soon = min(state.receive_seconds / pace_seconds, AHEAD_PER_SLOT * slots)

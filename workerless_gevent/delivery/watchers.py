@@ -13,7 +13,7 @@ import gevent.event
 from ..errors import AWS_ERRORS
 from ..logs import fields
 from ..message import Message
-from ..metrics import OVERALL
+from ..metrics import OVERALL, Count
 from ..rules import backoff_seconds
 from ..supervision import log_unexpected, spawn_supervised
 from .receive_failures import log_receive_failure, note_failure, note_success
@@ -24,7 +24,6 @@ logger = logging.getLogger("workerless_gevent.delivery.receiving")  # one logger
 MAX_BACKOFF_SECONDS = 10.0  # a failing queue is tried again at least this often: it heals within that
 HOLD_LOOK_SECONDS = 1.0  # a held watcher looks again at least this often (the hold may end early)
 
-Count = Callable[[str, str], None]
 Receive = Callable[[Receiving, int], list[Message]]  # the receiver's: one receive, its messages admitted
 
 

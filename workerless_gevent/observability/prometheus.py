@@ -38,6 +38,7 @@ COUNTER_HELP = {
     "IdempotencyStoreErrors": "DynamoDB calls of idempotent delivery that failed after retries.",
     "IdempotencyKeyConflicts": "Copies of a completed key with another payload (validate_payload); failed as "
                                "IdempotencyKeyReused, undelivered.",
+    "GroupWaits": "Messages that waited in the daemon for their group's max_concurrency_per_group (fair queues).",
     "SpansDropped": "Spans dropped because the span buffer was full ([tracing]; the collector slow or down).",
     "SpanExportFailures": "Span batches the OTLP collector did not take ([tracing]).",
     "InternalErrors": "Unexpected errors that a supervised loop survived (logged with a traceback).",

@@ -188,6 +188,9 @@ def queue_rows(rows: list[QueueRow], messages: list[dict[str, Any]], registry: R
             "failing_seconds": round(row.failing_seconds, 1),
             "paused_seconds": round(row.paused_seconds, 1),
             "paused_reason": row.paused_reason,
+            "waiting_for_group": row.waiting,
+            "groups": [{"group": group.group, "in_flight": group.in_flight, "waiting": group.waiting}
+                       for group in row.groups],
             "last_error": error,
             "last_error_seconds": seconds_since(error_at),
             "totals": {name: registry.total(name, row.name) for name in COUNTERS},

@@ -53,6 +53,7 @@ def render_page(status: dict[str, Any]) -> str:
 <section id="charts"><h2>Last 15 minutes</h2><div class="charts">{render_charts(status.get("series"))}</div></section>
 <section id="queues"><h2>Queues</h2>{render_queues(status["queues"])}</section>
 <section id="targets"><h2>Targets</h2>{render_targets(status.get("targets", []))}</section>
+{render_groups(status["queues"])}
 {render_fleet(status.get("fleet", []))}
 <section id="in-flight"><h2>In flight ({status["in_flight_count"]})</h2>
 {render_in_flight(status["in_flight"])}</section>
@@ -106,6 +107,16 @@ def render_queues(queues: list[dict[str, Any]]) -> str:
     headers = ("queue", "target", "state", "backlog", "buffered", "in flight", "deliveries/s", "received",
                "succeeded", "failed", "last error")
     return render_table(headers, rows, "no queues")
+
+
+def render_groups(queues: list[dict[str, Any]]) -> str:
+    """The busiest message groups (a fair queue's tenants) of each queue; nothing while no message has a group."""
+    rows = [[cell(queue["name"]), cell(group["group"]), cell(group["in_flight"]), cell(group["waiting"])]
+            for queue in queues for group in queue.get("groups", ())]
+    if not rows:
+        return ""
+    table = render_table(("queue", "group", "deliveries in flight", "waiting for the group's cap"), rows, "")
+    return f'<section id="groups"><h2>Busiest message groups</h2>{table}</section>'
 
 
 def render_targets(targets: list[dict[str, Any]]) -> str:

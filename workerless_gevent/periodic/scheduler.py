@@ -20,6 +20,7 @@ from ..aws.clients import Clients
 from ..config.cron import PeriodicTask, iso_slot, latest_slot, slots_between
 from ..config.model import Config
 from ..errors import AWS_ERRORS, describe_error
+from ..rules import is_fifo_queue
 from .claims import Claims
 
 logger = logging.getLogger(__name__)
@@ -172,4 +173,4 @@ def build_scheduler(config: Config, clients: Clients, queues: dict[str, Any], rn
         owner = f"{socket.gethostname()}/{os.getpid()}/{rng.getrandbits(32):08x}"
         claims = Claims(clients.dynamodb, periodic.claims_table, owner)
     queue = queues[periodic.queue]
-    return Scheduler(periodic.tasks, queue, periodic.queue.endswith(".fifo"), claims, time.time, rng)
+    return Scheduler(periodic.tasks, queue, is_fifo_queue(periodic.queue), claims, time.time, rng)
