@@ -170,3 +170,31 @@ def test_send_refuses_a_group_sqs_would_refuse(aws_env: dict[str, str], make_que
     assert sent.returncode == 2
     assert sent.stderr.strip() == ('--group: must be 1-128 letters, digits or punctuation (no spaces) '
                                    '(got "two words")')
+
+
+def test_a_deferred_keyed_message_holds_back_none_of_its_tenant(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], claims_table: str, tmp_path: Path,
+) -> None:
+    """Idempotency's FIFO rule (what follows a hidden message in its group goes back) is FIFO's only: on a
+    standard queue, messages 6 and 7 of a tenant are delivered at once although 5 waits for the claim of 2."""
+    queue = make_queue()
+    bodies = [json.dumps({"order": {"id": "twice" if index in (2, 5) else f"F-{index}"}, "note": str(index)})
+              for index in range(8)]
+    assert not sqs.send_message_batch(QueueUrl=queue.url, Entries=[
+        {"Id": str(index), "MessageBody": body, "MessageGroupId": "acme"} for index, body in enumerate(bodies)
+    ]).get("Failed")
+    path = build_config_file(tmp_path, concurrency=4, shutdown_timeout=10,
+                             queues=[{"name": queue.name, "idempotency_key": "body:order.id",
+                                      "visibility_timeout": 30}],
+                             targets={"default": {"type": "http", "url": f"{http_app.url}/work"}},
+                             tables={"idempotency": {"table": claims_table, "expires_after": 600}})
+    proc = daemon(["-c", str(path)], env=aws_env)
+    # 7 posts: the copy of "twice" is hidden until the first one's claim ends, then deleted as a duplicate.
+    wait_until(lambda: {json.loads(request.body)["note"] for request in http_app.requests} >= {"6", "7"}, 60,
+               message=proc.output)
+    counts = {json.loads(request.body)["note"]: request.headers["x-aws-sqsd-receive-count"]
+              for request in http_app.requests}
+    assert proc.stop(timeout=30) == 0
+    assert counts["6"] == counts["7"] == "1", counts  # delivered from their first receive, not released
+    assert "5" not in counts, counts
