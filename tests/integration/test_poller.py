@@ -15,6 +15,7 @@ from tests.support.moto import build_client
 from workerless_gevent.delivery.flow import TargetFlow
 from workerless_gevent.delivery.outcomes import Settler
 from workerless_gevent.delivery.leases import Leases
+from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
 from workerless_gevent.delivery.ordering import by_priority
 from workerless_gevent.delivery.poller import Poller
@@ -37,12 +38,19 @@ class Rig:
         self.poller = Poller(self.states, by_priority, batch_size=10, poll_for_seconds=poll_for, sleep_seconds=0,
                              rng=random.Random(1), stopping=self.stopping, admit=self.handler.admit)
 
+    def stop_poller(self) -> list[Message]:
+        """As the daemon's stop: the buffers back, the receives on their way let land (a long poll ends on its own)
+        and released; then none is left."""
+        buffered = self.poller.stop(self.handler.release)
+        self.poller.wait_for_receives((), time.monotonic(), 5.0, gevent.event.Event())
+        return buffered
+
     def stop(self) -> None:
         self.stopping.set()
         self.poller.wake.set()
-        self.handler.release(self.poller.stop())
+        self.handler.release(self.stop_poller())
         for queue in self.queues.values():
-            queue.flush()
+            queue.flush(5.0)
 
 
 def long_polls(proxy: CountingProxy, name: str) -> list[Any]:
@@ -127,11 +135,11 @@ def test_stop_cancels_watchers_and_hands_back_the_buffer(
     rig.stopping.set()
     rig.poller.wake.set()
     assert waiter.get(timeout=5) is None  # stopping ends the wait for work
-    buffered = rig.poller.stop()
+    buffered = rig.stop_poller()
     assert sorted(m.body for m in buffered) == sorted({"a", "b", "c"} - {work.messages[0].body})
     assert all(state.receiving.watcher is None for state in rig.states)
     rig.handler.release(buffered)
-    rig.queues[busy.name].flush()
+    rig.queues[busy.name].flush(5.0)
     wait_until(lambda: count_visible(sqs, busy.url) == 2, 5, message="buffer not released")
 
 

@@ -109,7 +109,7 @@ def test_heartbeat_entries_of_settled_messages_are_dropped(
     message.settled = True  # as Settler.delete marks it, before the heartbeat batch goes out
     sqs_q.delete(message)
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="not deleted")
-    sqs_q.flush()
+    sqs_q.flush(5.0)
     assert counting_proxy.count("ChangeMessageVisibilityBatch") == 0
 
 
@@ -128,7 +128,7 @@ def test_flush_at_stop_waits_for_a_batch_already_on_its_way(
     wait_until(lambda: counting_proxy.count("DeleteMessageBatch") == 1, 10, message="flusher never sent")
     for message in messages[3:]:
         sqs_q.delete(message)  # pending while the first batch is on its way
-    stopper = gevent.spawn(sqs_q.flush)  # as Daemon.flush_queues does at stop
+    stopper = gevent.spawn(sqs_q.flush, 5.0)  # as the stop does
     stopper.join(timeout=10)
     assert stopper.successful()
     assert sqs_q.pending_count() == 0
@@ -148,11 +148,11 @@ def test_a_delete_made_while_stopping_is_flushed_without_waiting_for_the_flush_t
     send(sqs, queue, 1)
     sqs_q = build_sqs_queue(sqs, queue, registry.count)
     (message,) = receive_all(sqs_q, 1)
-    sqs_q.flush()  # the stop's first flush: nothing pending yet, the batchers now send at once
+    sqs_q.flush(5.0)  # the stop's first flush: nothing pending yet, the batchers now send at once
     sqs_q.delete(message)  # the delivery still running at the stop ends
     started = time.monotonic()
-    sqs_q.flush()
-    assert time.monotonic() - started < 2.0  # FLUSH_JOIN_SECONDS is 5
+    sqs_q.flush(5.0)
+    assert time.monotonic() - started < 2.0  # the flush may wait 5
     assert sqs_q.pending_count() == 0
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 10, message="the last delete was lost")
 

@@ -299,7 +299,7 @@ def test_the_stop_probes_a_failing_batch_call_at_once_instead_of_waiting_out_the
     assert batcher.streak.resume_at - time.monotonic() > 1.0  # a long pause ahead (2-4 s at this streak)
     faulty_sqs.heal()
     started = time.monotonic()
-    sqs_q.flush()  # what the stop does
+    sqs_q.flush(5.0)  # what the stop does
     assert time.monotonic() - started < 1.0
     assert count_messages(sqs, queue.url) == 0 and registry.total("DeleteFailed") == 0
 

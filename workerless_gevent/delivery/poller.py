@@ -34,7 +34,6 @@ from .receiving import Admit, Receiver, Release, moving_average
 logger = logging.getLogger(__name__)
 
 POLL_SLACK_SECONDS = 2.0  # at stop, how long after its poll_for SQS's answer to a long poll may still come
-RECEIVES_JOIN_SECONDS = 5.0  # at stop, the least time short receives on their way get to land
 
 
 @dataclass(slots=True, eq=False)
@@ -142,15 +141,10 @@ class Poller:
         self.wake.set()
         return released
 
-    def stop(self, release: Release | None = None) -> list[Message]:
-        """Hand back every buffered message for the caller to release. With `release`, what the receives still
-        on their way bring back goes there as it lands (`wait_for_receives` waits for them); without, short
-        receives get a few seconds and long polls are abandoned at once."""
-        if release is not None:
-            self.receiver.stop(release)
-        else:
-            self.receiver.receivers.join(timeout=RECEIVES_JOIN_SECONDS)
-            self.receiver.abandon([state.receiving for state in self.states], "stopped at once")
+    def stop(self, release: Release) -> list[Message]:
+        """Hand back every buffered message for the caller to release; what the receives still on their way
+        bring back goes to `release` as it lands (`wait_for_receives` waits for them)."""
+        self.receiver.stop(release)
         return take_buffered(self.states)
 
     def wait_for_receives(self, also: Sequence[QueueState], since: float, limit_seconds: float,

@@ -22,7 +22,6 @@ from .batching import Batcher
 logger = logging.getLogger(__name__)
 
 DELETES_IN_FLIGHT = 32  # enough for 3,200 deletes a second per queue at a 100 ms round trip
-FLUSH_JOIN_SECONDS = 5.0  # at stop, how long batches already on their way (and their retries) may take
 
 
 class SqsCalls(Protocol):
@@ -111,7 +110,7 @@ class SqsQueue:
         """At stop: send everything pending without waiting for fuller batches; the flushers to wait for."""
         return [flusher for flusher in (batcher.drain() for batcher in self.batchers.values()) if flusher is not None]
 
-    def flush(self, timeout_seconds: float = FLUSH_JOIN_SECONDS) -> None:
+    def flush(self, timeout_seconds: float) -> None:
         """At stop: send everything pending, and wait for it up to `timeout_seconds` (what remains of the stop's
         deadline); what SQS has not acknowledged then is named, message by message."""
         # Never killed mid-call: that would drop the batch it took.
