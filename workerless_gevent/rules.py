@@ -1,13 +1,15 @@
 """The rules more than one layer follows, written once: AWS's throttle and transient error codes, jittered
-exponential backoff, which queues are FIFO, SQS's 12-hour limit on a receipt's visibility, what counts as a loopback host, and how an
-idempotency key is shown outside its table (the HTTP target's header and the log lines). Pure, and it imports only the
-standard library, so `wire/` may use it too without knowing anything of the daemon."""
+exponential backoff, which queues are FIFO, SQS's 12-hour limit on a receipt's visibility, what counts as a
+loopback host or URL, and how an idempotency key is shown outside its table (the HTTP target's header and the log
+lines). Pure, and it imports only the standard library, so `wire/` may use it too without knowing anything of the
+daemon."""
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
 import random
+import urllib.parse
 
 MAX_DOUBLINGS = 20  # past every cap of the daemon's (2^20 x 0.25 s is three days): no float overflow
 # Error codes botocore's standard mode retries, SQS's own throttles among them (matched by suffix:
@@ -57,6 +59,21 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def is_loopback_url(url: str) -> bool:
+    """A URL whose host is on this machine: `is_loopback_host`, a name under `.localhost` (RFC 6761), or an IPv4
+    loopback address mapped into IPv6. For the daemon's own targets and endpoints; the container credentials
+    endpoint trusts only what `is_loopback_host` says."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if is_loopback_host(host) or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return mapped is not None and mapped.is_loopback
 
 
 SHORT_KEY_BYTES = 256

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from workerless_gevent.aws.lambda_endpoints import is_loopback, is_signed
+from workerless_gevent.aws.lambda_endpoints import is_signed
+from workerless_gevent.rules import is_loopback_url
 from workerless_gevent.commands.iam import build_policy
 from workerless_gevent.config.building import build_config
 from workerless_gevent.config.model import Config, LambdaTargetConfig
@@ -42,7 +43,7 @@ def test_an_endpoint_url_target_invokes_function_one_at_a_time_unless_told_other
     ("https://vpce-0a1b.lambda.eu-west-1.vpce.amazonaws.com", False), ("http://localhost.example.com", False),
 ])
 def test_loopback_endpoints_are_never_signed_others_when_there_are_credentials(url: str, loopback: bool) -> None:
-    assert is_loopback(url) is loopback
+    assert is_loopback_url(url) is loopback
     assert is_signed(url, CREDENTIALS) is not loopback
     assert is_signed(url, None) is False
 

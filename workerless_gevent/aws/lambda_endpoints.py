@@ -12,34 +12,18 @@ HTTP(S)_PROXY does not apply to a container beside the daemon."""
 from __future__ import annotations
 
 import functools
-import ipaddress
-import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config.model import LambdaTargetConfig
-from ..rules import is_loopback_host
+from ..rules import is_loopback_url
 
 if TYPE_CHECKING:
     from ..wire.aws_lambda import LambdaWire
 
 
-def is_loopback(url: str) -> bool:
-    """`rules.is_loopback_host`, and also a name under `.localhost` or an IPv4 loopback address mapped into
-    IPv6 (kept here: the container credentials endpoint trusts only what that rule says)."""
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if is_loopback_host(host) or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
-    return mapped is not None and mapped.is_loopback
-
-
 def is_signed(url: str, credentials: Any) -> bool:
-    return credentials is not None and not is_loopback(url)
+    return credentials is not None and not is_loopback_url(url)
 
 
 def build_lambda_endpoint(target: LambdaTargetConfig, *, region: str, credentials: Any, ca_bundle: str | None,

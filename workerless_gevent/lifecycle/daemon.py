@@ -7,7 +7,6 @@ import logging
 import random
 import signal
 import time
-import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,7 @@ from ..delivery.queue_state import QueueRow
 from ..delivery.slots import MessageRow, Slots
 from ..fleet.membership import FleetRow
 from ..metrics import OVERALL, Registry
-from ..rules import is_loopback_host
+from ..rules import is_loopback_url
 from ..observability.backlog import watch_backlog
 from ..observability.cloudwatch import MetricsFlusher
 from ..observability.snapshot import TargetRow
@@ -217,7 +216,7 @@ class Daemon:
         for warning in config_warnings(config, self.parts.queues):
             logger.warning("%s", warning)
         for target in config.targets.values():
-            if isinstance(target, HttpTargetConfig) and not is_loopback(target.url) and not is_authenticated(target):
+            if isinstance(target, HttpTargetConfig) and not is_loopback_url(target.url) and not is_authenticated(target):
                 logger.warning("target=%s posts to %s, which is not on loopback, without signing or an Authorization "
                                "header: set signing_secret_env (or headers) so the app can verify deliveries",
                                target.name, target.url)
@@ -232,10 +231,6 @@ class Daemon:
 def is_authenticated(target: HttpTargetConfig) -> bool:
     """The app can tell our POSTs from others: they are signed, or carry an Authorization header."""
     return bool(target.signing_secret) or any(name.lower() == "authorization" for name in target.headers)
-
-
-def is_loopback(url: str) -> bool:
-    return is_loopback_host(urllib.parse.urlsplit(url).hostname or "")
 
 
 def build_tracing(config: Config, count: Callable[[str, str, int], None]) -> TracingParts:
