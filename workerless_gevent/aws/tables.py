@@ -13,7 +13,7 @@ import gevent.event
 
 from ..errors import AWS_ERRORS, describe_error, error_code
 
-logger = logging.getLogger("workerless_gevent.periodic.claims")  # its lines keep the name they were logged under
+logger = logging.getLogger(__name__)
 
 KEY = "slot"
 TTL_ATTRIBUTE = "expires_at"  # epoch seconds
@@ -92,5 +92,5 @@ class DynamoTable:
                 TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
             )
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-            logger.warning("claims table %s: cannot enable TTL on %s (%s); old claims will be kept",
-                           self.table_name, TTL_ATTRIBUTE, error_code(error))
+            logger.warning("DynamoDB table %s: cannot enable TTL on %s (%s); expired items will be kept (ignored "
+                           "when read, but stored)", self.table_name, TTL_ATTRIBUTE, error_code(error))
