@@ -92,5 +92,5 @@ class DynamoTable:
                 TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
             )
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-            logger.warning("DynamoDB table %s: cannot enable TTL on %s (%s); expired items will be kept (ignored "
-                           "when read, but stored)", self.table_name, TTL_ATTRIBUTE, error_code(error))
+            logger.warning("DynamoDB table %s: cannot enable TTL on %s (%s); expired items will be kept (nothing relies "
+                           "on TTL to remove them; they only take storage)", self.table_name, TTL_ATTRIBUTE, error_code(error))
