@@ -276,3 +276,23 @@ def test_a_target_that_gives_too_few_outcomes_fails_every_message_instead_of_for
     assert leases.in_flight() == 0 and all(message.settled for message in messages)
     assert count_messages(sqs, queue.url) == 2  # both kept for a retry, neither deleted on one answer
     assert registry.total("Failed", queue.name) == 2
+
+
+def test_a_delivery_abandoned_after_a_bug_counts_toward_max_retries_and_its_group_mates_do_not(
+    sqs: Any, make_queue: Callable[..., Queue], sqs_queue: Callable[..., SqsQueue], registry: Registry
+) -> None:
+    """A bug that follows one message must not release it forever uncounted (it would never be dead-lettered);
+    the FIFO group-mates released behind it were never started, and their receive does not count."""
+    queue = sqs_queue(make_queue(fifo=True))
+    handler, _ = wire(registry, queue)
+    for index in range(2):
+        sqs.send_message(QueueUrl=queue.url, MessageBody=f"m{index}", MessageGroupId="g",
+                         MessageDeduplicationId=f"d{index}")
+    first, second = handler.admit(queue, receive_exactly(queue, 2))
+    state = QueueState(queue, 1, lambda: 0.0)
+    state.receiving.buffer.append(second)
+    handler.finish = lambda work, groups, overloaded: [second] if "g" in groups else []
+    handler.abandon(Work(state, [first]))  # as the slot does when the target raised
+    assert (handler.counts.counted(first), handler.counts.counted(second)) == (1, 0)
+    wait_until(lambda: queue.pending_count() == 0, 10, message="releases not sent")
+    assert count_visible(sqs, queue.url) == 2

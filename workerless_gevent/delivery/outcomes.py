@@ -128,9 +128,12 @@ class Settler:
 
     def abandon(self, work: Work) -> None:
         """After a bug mid-delivery, or a delivery still running at the end of the grace period: what was
-        not settled is visible again at once; its FIFO groups are freed with the rest of them released."""
+        not settled is visible again at once, and its receive counts toward max_retries (the target had it: a
+        bug that follows one message must not loop it forever, never dead-lettered); its FIFO groups are freed
+        with the rest of them released, uncounted."""
         groups = {message.fifo_group for message in work.messages if message.fifo_group is not None}
-        self.release([message for message in work.messages if not message.settled] + self.finish_once(work, groups, False))
+        self.release([message for message in work.messages if not message.settled], delivered=True)
+        self.release(self.finish_once(work, groups, False))
 
     def finish_once(self, work: Work, failed_groups: set[str], overloaded: bool) -> list[Message]:
         """The poller hears of a work's end once, whether it was settled, abandoned, or both (a bug after
@@ -218,14 +221,17 @@ class Settler:
             return "dead-letter", seconds  # the seconds serve if the copy cannot be made
         return "retry", seconds
 
-    def release(self, messages: list[Message]) -> None:
-        """Received but never started (stopping, or behind a failed or hidden FIFO message): visible again now;
-        a receive that did not deliver it does not count toward its max_retries."""
+    def release(self, messages: list[Message], delivered: bool = False) -> None:
+        """Visible again now. Received but never started (stopping, or behind a failed or hidden FIFO message):
+        a receive that did not deliver it does not count toward its max_retries; `delivered` (`abandon`): it does."""
+        if not messages:
+            return
         if self.idempotency is not None:
             self.idempotency.give_up(messages)  # their claims at once, not one by one
         for message in messages:
             self.leases.release(message)
-            self.note_undelivered(message)
+            if not delivered:
+                self.note_undelivered(message)
             self.change_visibility(self.queues[message.queue], message, 0)
 
     def note_undelivered(self, message: Message) -> None:
