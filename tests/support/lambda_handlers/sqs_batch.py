@@ -4,8 +4,9 @@ awslambdaric (tests/support/real_emulator.py), as the same code runs on Lambda a
 
 A record's body says what to do: `fail...` is reported in batchItemFailures, `raise` raises, `hang` outlasts
 any test timeout, `exit` ends the runtime, `summary` makes the handler return a summary of its own instead of
-batchItemFailures (with an `errorType` member, as some do); anything else succeeds after a little work. With SQS_BATCH_LOG set,
-each invocation appends its records' [body, ApproximateReceiveCount] pairs to that file as a JSON line."""
+batchItemFailures (with an `errorType` member, as some do); anything else succeeds after a little work. With
+SQS_BATCH_LOG set, each invocation appends its records' [body, ApproximateReceiveCount] pairs to that file as a
+JSON line."""
 
 from __future__ import annotations
 
