@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.unit.sqs_messages import make_message, string_attribute
+from tests.unit.sqs_messages import binary_attribute, make_message, string_attribute
 from workerless_gevent.message import Message
 from workerless_gevent.targets import RELEASED, SUCCESS, Outcome, QueueInfo, Result, release_behind_failures
 from workerless_gevent.targets.event_parts import (MAX_PAYLOAD_BYTES, deliver_in_parts, encoded_parts, held_back,
-                                                   json_string_bytes, requests_needed)
+                                                   json_string_bytes, record_bytes_at_most, requests_needed)
 from workerless_gevent.targets.sqs_event import build_record
 
 QUEUE = QueueInfo(name="orders", arn="arn:aws:sqs:eu-west-1:123456789012:orders", region="eu-west-1", is_fifo=False)
@@ -81,6 +81,18 @@ def test_random_batches_count_exactly_the_parts_they_are_sent_in(seed: int) -> N
     assert all(len(body) <= MAX_PAYLOAD_BYTES for _, body in parts)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_the_bound_that_spares_measuring_a_small_batch_is_never_under_a_records_size(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(40):
+        attributes = {f"a{i}": string_attribute(random_text(rng, rng.randrange(0, 50))) for i in range(rng.randrange(4))}
+        attributes.update({f"b{i}": binary_attribute(rng.randbytes(rng.randrange(1, 40))) for i in range(2)})
+        message = make_message(FIFO.name, message_id=random_text(rng, 5), body=random_text(rng, rng.randrange(0, 300)),
+                               attributes={"MessageGroupId": random_text(rng, 3)}, message_attributes=attributes)
+        record = json.dumps(build_record(FIFO, message))
+        assert record_bytes_at_most(message, len(FIFO.arn) + len(FIFO.region)) >= len(record) + 2  # and ", "
+
+
 @pytest.mark.parametrize(("outcomes", "groups", "expected"), [
     ([SUCCESS, SUCCESS], ["g", "g"], [SUCCESS, SUCCESS]),
     ([SUCCESS, FAILED, FAILED, SUCCESS], ["g"] * 4, [SUCCESS, FAILED, RELEASED, RELEASED]),
@@ -116,5 +128,8 @@ def test_a_fifo_batch_in_parts_stops_at_the_first_part_that_did_not_succeed() ->
     outcomes = deliver_in_parts(FIFO, batch, fail_the_second_record)
     assert sent == [["m0", "m1", "m2", "m3", "m4"]]  # the second part is never sent
     assert outcomes == [SUCCESS, FAILED] + [RELEASED] * 8
-    assert deliver_in_parts(QUEUE, messages(["x" * MIB] * 10), fail_the_second_record) == (
-        [SUCCESS, FAILED] + [SUCCESS] * 8)  # a standard queue's parts go on
+    sent.clear()
+    # a standard queue's parts go on, and its MessageGroupId (a fair queue's tenant) holds nothing back
+    fair = messages(["x" * MIB] * 10, QUEUE, groups=["g"] * 10)
+    assert deliver_in_parts(QUEUE, fair, fail_the_second_record) == [SUCCESS, FAILED] + [SUCCESS] * 8
+    assert len(sent) == 2

@@ -9,7 +9,7 @@ computed without encoding its body. Both loops yield to the hub every megabyte o
 
 from __future__ import annotations
 
-import json
+from _json import encode_basestring_ascii, make_encoder
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,8 +20,10 @@ from . import RELEASED, Outcome, QueueInfo, Result, release_behind_failures
 from .sqs_event import build_record
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024 - 1024  # Lambda's synchronous limit, less room for the envelope
-ENCODE_RECORD = json.JSONEncoder().encode  # json.dumps' own separators and ensure_ascii, without an encoder per call
-EVENT_OPEN, SEPARATOR, EVENT_CLOSE = b'{"Records": [', b", ", b"]}"  # as json.dumps writes {"Records": [...]}
+EVENT_OPEN, SEPARATOR, EVENT_CLOSE = '{"Records": [', ", ", "]}"  # as json.dumps writes {"Records": [...]}
+# A record's length in JSON is at most this, and 12 bytes per character of its strings (an escaped surrogate pair)
+RECORD_STRUCTURE_BYTES = 1024  # its keys and punctuation, with those of its system attributes (about 300 in all)
+ATTRIBUTE_STRUCTURE_BYTES = 128  # a message attribute's keys and punctuation (about 90)
 YIELD_EVERY_BYTES = 1 << 20  # of JSON written or measured between two turns of the hub (a few ms of CPU)
 # ASCII characters that JSON writes as they are; of the others, these take two bytes (\" \\ \b \f \n \r \t), the
 # rest of the ASCII controls six (\u00XX)
@@ -29,6 +31,20 @@ PLAIN_ASCII = bytes(code for code in range(0x20, 0x7F) if code not in b'"\\')
 SHORT_ESCAPES = b'"\\\b\f\n\r\t'
 
 Send = Callable[[QueueInfo, list[dict[str, Any]], bytes], list[Outcome]]
+
+
+def refuse(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+# json.dumps' own C encoder with its separators and ensure_ascii, made once: json.dumps makes one per call, half the
+# cost of a small record. No check for cycles: a record has none.
+RECORD_ENCODER = make_encoder(None, refuse, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+
+def encode_record(record: dict[str, Any]) -> str:
+    """json.dumps(record), ASCII only: its length is its length in bytes."""
+    return "".join(RECORD_ENCODER(record, 0))
 
 
 class EventBatchTarget:
@@ -100,25 +116,30 @@ def encoded_parts(records: list[dict[str, Any]]) -> Iterator[tuple[list[dict[str
     encodes no more of it."""
     parts = Parts()
     part: list[dict[str, Any]] = []
-    chunks: list[bytes] = []
+    chunks: list[str] = []
     written = 0
     for record in records:
-        chunk = ENCODE_RECORD(record).encode("ascii")
+        chunk = encode_record(record)
         written += len(chunk)
         if written >= YIELD_EVERY_BYTES:
             written = 0
             gevent.sleep(0)
         if parts.starts_new_part(len(chunk)):
-            yield part, EVENT_OPEN + SEPARATOR.join(chunks) + EVENT_CLOSE
+            yield part, (EVENT_OPEN + SEPARATOR.join(chunks) + EVENT_CLOSE).encode("ascii")
             part, chunks = [], []
         part.append(record)
         chunks.append(chunk)
     if part:
-        yield part, EVENT_OPEN + SEPARATOR.join(chunks) + EVENT_CLOSE
+        yield part, (EVENT_OPEN + SEPARATOR.join(chunks) + EVENT_CLOSE).encode("ascii")
 
 
 def requests_needed(queue: QueueInfo, messages: list[Message]) -> int:
-    """How many requests `deliver_in_parts` makes of these at most: exactly as many as it sends them in."""
+    """How many requests `deliver_in_parts` sends these in: exactly, measured only when a bound from the lengths of
+    their strings alone does not already show that they fit in one (a batch of small messages, nearly always)."""
+    queue_chars = len(queue.arn) + len(queue.region)
+    if sum(record_bytes_at_most(message, queue_chars) for message in messages) + len(EVENT_OPEN + EVENT_CLOSE) <= (
+            MAX_PAYLOAD_BYTES):
+        return 1
     parts = Parts()
     count = 1
     measured = 0
@@ -126,12 +147,25 @@ def requests_needed(queue: QueueInfo, messages: list[Message]) -> int:
         record = build_record(queue, message)
         record["body"] = ""
         body_bytes = json_string_bytes(message.body)
-        count += parts.starts_new_part(len(ENCODE_RECORD(record)) - 2 + body_bytes)
+        count += parts.starts_new_part(len(encode_record(record)) - 2 + body_bytes)
         measured += body_bytes
         if measured >= YIELD_EVERY_BYTES:
             measured = 0
             gevent.sleep(0)
     return count
+
+
+def record_bytes_at_most(message: Message, queue_chars: int) -> int:
+    """More than the message's record takes in JSON (and its separator), from string lengths alone: at most 12 bytes
+    a character, a binary value's base64 at most 12 a byte too; list values, which SQS does not take, count whole."""
+    chars = len(message.body) + len(message.message_id) + len(message.receipt_handle) + len(message.md5_of_body)
+    chars += queue_chars + sum(len(name) + len(value) for name, value in message.attributes.items())
+    for name, value in message.message_attributes.items():
+        chars += len(name) + len(str(value.get("StringValue", ""))) + len(str(value.get("DataType", "")))
+        chars += len(value.get("BinaryValue", b""))
+        if value.get("StringListValues") or value.get("BinaryListValues"):
+            return MAX_PAYLOAD_BYTES + 1  # measured exactly, then
+    return 12 * chars + RECORD_STRUCTURE_BYTES + ATTRIBUTE_STRUCTURE_BYTES * len(message.message_attributes)
 
 
 def json_string_bytes(text: str) -> int:
