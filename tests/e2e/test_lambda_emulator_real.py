@@ -73,6 +73,21 @@ def test_function_errors_of_the_real_emulator_fail_the_whole_batch(
     expect_the_whole_batch_failed(proc, sqs, queue, ["a", body, "c"], logged, lambda: deliveries(tmp_path), 90)
 
 
+def test_a_result_with_an_error_type_of_its_own_is_a_result_through_the_real_emulator(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], emulator: RealEmulator,
+    sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    """The emulator answers such a result exactly as it answers a function error (200, the same headers): only
+    the runtime error object's members tell them apart."""
+    queue = make_queue()
+    send_batch(sqs, queue.url, ["a", "summary", "c"])
+    proc = start_on_lambda_endpoint(daemon, aws_env, tmp_path, queue, emulator.url)
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 90, message=lambda: f"deliveries: {deliveries(tmp_path)}")
+    assert proc.stop(timeout=30) == 0
+    assert sorted(deliveries(tmp_path)) == [("a", "1"), ("c", "1"), ("summary", "1")]
+    assert "FunctionError" not in proc.output() and "delivered=3" in proc.output()
+
+
 def test_the_real_emulator_crashes_on_an_invocation_sent_while_one_runs(emulator: RealEmulator) -> None:
     """Why an endpoint_url target's max_concurrency defaults to 1: two at once end the emulator itself."""
     host, port = emulator.url.removeprefix("http://").split(":")

@@ -4,13 +4,14 @@ answers function errors, timeouts and crashes without Lambda's headers."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 
-from tests.e2e.helpers import expect_the_whole_batch_failed, send_batch, start_on_lambda_endpoint
-from tests.support import Daemon, Invocation, Queue, count_messages, wait_until
+from tests.e2e.helpers import expect_the_whole_batch_failed, http_get, send_batch, start_on_lambda_endpoint
+from tests.support import Daemon, Invocation, Queue, build_config_file, count_messages, status_url, wait_until
 from tests.support.lambda_emulator import LambdaEmulator
 from tests.support.lambda_handlers.sqs_batch import handler
 
@@ -88,3 +89,23 @@ def test_a_function_name_the_emulator_does_not_serve_is_named_in_the_failure(
     assert "serves no function named 'billing-fn'" in proc.output()
     assert count_messages(sqs, queue.url) == 1
     assert emulator.invocations == []  # the stand-in, as the emulator, answers 404 before running anything
+
+
+def test_a_result_with_an_error_type_of_its_own_is_a_result_and_the_status_page_names_the_endpoint(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], emulator: LambdaEmulator,
+    sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    queue = make_queue()
+    send_batch(sqs, queue.url, ["a", "summary", "c"])
+    config = build_config_file(tmp_path, queues=[{"name": queue.name, "error_visibility_timeout": 1}],
+                               targets={"default": {"type": "lambda", "endpoint_url": emulator.url}},
+                               tables={"status": {"listen": "127.0.0.1:0"}})
+    proc = daemon(["-c", str(config)], env=aws_env)
+    url = status_url(proc)
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 60, message=lambda: f"deliveries: {deliveries(emulator)}")
+    (target,) = json.loads(http_get(url + "/status")[2])["targets"]
+    assert proc.stop(timeout=30) == 0
+
+    assert deliveries(emulator) == [("a", "1"), ("summary", "1"), ("c", "1")]  # once: the answer was the handler's
+    assert "FunctionError" not in proc.output() and "delivered=3" in proc.output()
+    assert (target["type"], target["endpoint"]) == ("lambda", f"function at {emulator.url}")

@@ -1,6 +1,7 @@
 """large_payloads: bodies over 256 KiB that the AWS extended clients (or `workerless send --s3-bucket`) put
 in S3 reach the app and the function whole; delete_payloads removes the object after a success only; a
-payload that is gone fails, is retried and is dead-lettered like any other failure."""
+payload that is gone fails, is retried and is dead-lettered like any other failure (on a FIFO queue the rest of its
+group is released behind it, its tries unspent)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.support import (
     wait_until,
 )
 from tests.support.extended_client import run_extended_client
+from workerless_gevent.envelopes import PayloadPointer, pointer_body
 
 MIB_BODY = ("h\u00e9llo w\u00f6rld \u2713 \U0001f680 {\"k\": [1, 2.5, null]}\r\n\t" * 30000).encode("utf-8")[
     :1048576].decode("utf-8", "ignore")
@@ -140,3 +142,32 @@ def test_what_workerless_send_offloads_the_python_extended_client_reads(
     received = run_extended_client("receive", queue.url, bucket, aws_env)
     assert received["body"] == MIB_BODY
     assert received["attributes"] == {"color": {"StringValue": "blue", "DataType": "String"}}
+
+
+def test_a_fifo_batch_releases_the_rest_of_a_group_behind_a_missing_payload_which_alone_is_dead_lettered(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, sqs: Any, s3: Any, bucket: str,
+    make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    queue, dead_letters = make_queue(fifo=True), make_queue(fifo=True)
+    for index, payload in enumerate(["first", None, "third"]):  # the second one's object is gone
+        key = f"g-{index}"
+        if payload is not None:
+            s3.put_object(Bucket=bucket, Key=key, Body=payload.encode())
+        size = {"ExtendedPayloadSize": {"DataType": "Number", "StringValue": str(len(payload or ""))}}
+        sqs.send_message(QueueUrl=queue.url, MessageBody=pointer_body(PayloadPointer(bucket, key)),
+                         MessageAttributes=size, MessageGroupId="g", MessageDeduplicationId=key)
+    config = build_config_file(
+        tmp_path, queues=[{"name": queue.name, "large_payloads": True, "error_visibility_timeout": 0,
+                           "max_retries": 2, "dead_letter_queue": dead_letters.name}],
+        targets={"default": {"type": "http", "url": f"{http_app.url}/sqs", "batch_size": 10}})
+    proc = daemon(["-c", str(config)], env=aws_env)
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 60,
+               message=lambda: f"{[request.body for request in http_app.requests]}\n{proc.output()[-3000:]}")
+    assert proc.stop(timeout=30) == 0
+
+    # "third" waited behind the missing payload, its tries unspent, and was delivered once that one was gone
+    delivered = [record["body"] for request in http_app.requests for record in json.loads(request.body)["Records"]]
+    assert delivered == ["first", "third"]
+    (dead,) = receive_all(sqs, dead_letters.url)
+    assert json.loads(dead["Body"])[1]["s3Key"] == "g-1"
+    assert proc.output().count("type=PayloadNotFound") == 2

@@ -1,5 +1,6 @@
 """delivery/payloads.py on moto: S3 payloads fetched before delivery and deleted after success only,
-SNS envelopes unwrapped, and the failures a target never sees."""
+SNS envelopes unwrapped, the failures a target never sees, and on a FIFO queue the rest of a group released
+behind a message that did not succeed."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from workerless_gevent.delivery.queue import SqsQueue
 from workerless_gevent.envelopes import PayloadPointer, pointer_body
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
-from workerless_gevent.targets import SUCCESS, Outcome, QueueInfo
+from workerless_gevent.targets import SUCCESS, Outcome, QueueInfo, Result
 from workerless_gevent.targets.http import HttpTarget
+from workerless_gevent.targets.http_batch import BatchHttpTarget
 
 PAYLOAD = ("\u00e9\u2713 {\"k\": [1, 2]}\r\n" * 60000)[:1048576]
 
@@ -80,9 +82,9 @@ def test_a_missing_payload_is_a_failure_the_target_never_sees(
     assert [request.body for request in http_app.requests] == [b"ordinary"]
 
 
-def test_in_a_fifo_queue_a_failed_payload_fails_the_rest_of_its_group(
+def test_in_a_fifo_queue_the_rest_of_a_group_is_released_behind_a_failed_payload(
     sqs: Any, s3: Any, bucket: str, sqs_queue: Callable[..., SqsQueue], make_queue: Callable[..., Any],
-    registry: Registry,
+    registry: Registry, http_app: HttpApp,
 ) -> None:
     queue = sqs_queue(make_queue(fifo=True), large_payloads=True)
     for index, payload in enumerate(["first", None, "third"]):
@@ -90,9 +92,39 @@ def test_in_a_fifo_queue_a_failed_payload_fails_the_rest_of_its_group(
     offloaded(sqs, s3, queue, bucket, "other group", MessageGroupId="h", MessageDeduplicationId="h0")
     messages = receive_exactly(queue, 4)
     assert [message.group_id for message in messages] == ["g", "g", "g", "h"]
-    items = prepare(Preparer(PayloadStore(s3), registry), queue.config, messages).items
-    assert [item.body if isinstance(item, Message) else item.error_type for item in items] == [
-        "first", "PayloadNotFound", "PayloadNotFound", "other group"]
+    prepared = prepare(Preparer(PayloadStore(s3), registry), queue.config, messages)
+    # "third" is not failed with the missing payload's error (a try spent, dead-lettered undelivered): released
+    assert [item.body if isinstance(item, Message) else item.result.value for item in prepared.items] == [
+        "first", "failure", "released", "other group"]
+    target = BatchHttpTarget(HttpTargetConfig(name="default", url=http_app.url + "/sqs", batch_size=10))
+    try:
+        outcomes = prepared.deliver(target, QueueInfo(queue.name, queue.arn, "us-east-1", True))
+    finally:
+        target.close()
+    assert [outcome.result for outcome in outcomes] == [Result.SUCCESS, Result.FAILURE, Result.RELEASED,
+                                                        Result.SUCCESS]
+    assert [[record["body"] for record in json.loads(request.body)["Records"]] for request in http_app.requests] == [
+        ["first", "other group"]]
+
+
+def test_in_a_fifo_queue_a_failed_payload_is_released_behind_a_group_mate_the_app_failed(
+    sqs: Any, s3: Any, bucket: str, sqs_queue: Callable[..., SqsQueue], make_queue: Callable[..., Any],
+    registry: Registry, http_app: HttpApp,
+) -> None:
+    queue = sqs_queue(make_queue(fifo=True), large_payloads=True)
+    for index, payload in enumerate(["first", None, "third"]):
+        offloaded(sqs, s3, queue, bucket, payload, MessageGroupId="g", MessageDeduplicationId=f"g{index}")
+    messages = receive_exactly(queue, 3)
+    prepared = prepare(Preparer(PayloadStore(s3), registry), queue.config, messages)
+    http_app.set_status(500)
+    target = BatchHttpTarget(HttpTargetConfig(name="default", url=http_app.url + "/sqs", batch_size=10))
+    try:
+        outcomes = prepared.deliver(target, QueueInfo(queue.name, queue.arn, "us-east-1", True))
+    finally:
+        target.close()
+    # FIFO's one rule: the first of the group that did not succeed keeps its outcome, the rest are released
+    assert [(outcome.result, outcome.error_type) for outcome in outcomes] == [
+        (Result.FAILURE, "HTTP 500"), (Result.RELEASED, "BehindFailure"), (Result.RELEASED, "BehindFailure")]
 
 
 def test_delete_payloads_deletes_the_objects_of_successes_only(

@@ -156,10 +156,11 @@ class FaultySqs(CountingProxy):
 
 @dataclass
 class Trickle:
-    """A reply body sent one byte every `interval` seconds, with the full Content-Length announced."""
+    """A reply body sent one `chunk` (a byte) every `interval` seconds, with the full Content-Length announced."""
 
-    length: int = 120
+    length: int = 120  # chunks
     interval: float = 0.25
+    chunk: bytes = b"x"
     sent: int = 0
     started: float = 0.0
     ended: float | None = None  # when the stream stopped, by completion or because the client left
@@ -169,7 +170,7 @@ class Trickle:
         self.started = time.monotonic()
         try:
             for _ in range(self.length):
-                yield b"x"
+                yield self.chunk
                 self.sent += 1
                 gevent.sleep(self.interval)
             self.completed = True
@@ -202,7 +203,7 @@ class FaultyApp(HttpApp):
         answer = reply if isinstance(reply, Answer) else Answer(reply[0], dict(reply[1]), reply[2])
         headers = [(k, v) for k, v in answer.headers.items() if k.lower() != "content-length"]
         if isinstance(answer.body, Trickle):
-            headers.append(("Content-Length", str(answer.body.length)))
+            headers.append(("Content-Length", str(answer.body.length * len(answer.body.chunk))))
             start_response(status_line(answer.status), headers)
             return self._trickle(request, answer.status, answer.body)
         self.answered.append((request, answer.status, time.monotonic()))

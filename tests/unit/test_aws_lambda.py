@@ -1,4 +1,5 @@
-"""targets/aws_lambda.py: Lambda's SQS event shape, its batch-response rules, and the 6 MB limit."""
+"""targets/aws_lambda.py and targets/sqs_event.py: Lambda's SQS event shape, its batch-response rules, throttles and
+a batch's lease (the parts themselves: test_event_parts.py)."""
 
 from __future__ import annotations
 
@@ -20,27 +21,16 @@ from tests.unit.sqs_messages import (
 )
 from workerless_gevent.config.model import LambdaTargetConfig
 from workerless_gevent.targets import SUCCESS, Outcome, QueueInfo, Result
-from workerless_gevent.targets.aws_lambda import (
-    MAX_PAYLOAD_BYTES,
-    LambdaTarget,
-    build_record,
-    judge_response,
-    split_by_size,
-)
+from workerless_gevent.targets.aws_lambda import LambdaTarget
+from workerless_gevent.targets.sqs_event import build_record, judge_response
 
 ARN = "arn:aws:sqs:us-east-2:123456789012:payments"
 QUEUE = QueueInfo(name="payments", arn=ARN, region="us-east-2", is_fifo=False)
 FIFO_QUEUE = QueueInfo(name="payments.fifo", arn=ARN + ".fifo", region="us-east-2", is_fifo=True)
-LAMBDA_LIMIT_BYTES = 6 * 1024 * 1024
-MIB = 1024 * 1024
 
 
 def records(count: int, queue: QueueInfo = QUEUE) -> list[dict[str, Any]]:
     return [build_record(queue, make_message(queue.name, message_id=f"m{i}")) for i in range(count)]
-
-
-def payload_bytes(chunk: list[dict[str, Any]]) -> int:
-    return len(json.dumps({"Records": chunk}).encode("utf-8"))
 
 
 def test_record_has_exactly_lambdas_shape() -> None:
@@ -148,15 +138,15 @@ def failures(*ids: object) -> bytes:
     ],
 )
 def test_full_success(body: bytes) -> None:
-    assert judge_response(body, records(3), is_fifo=False) == [SUCCESS] * 3
+    assert judge_response(body, records(3)) == [SUCCESS] * 3
 
 
 def test_listed_ids_fail_only_those() -> None:
-    assert judge_response(failures("m1", "m3"), records(4), is_fifo=False) == [SUCCESS, FAILED, SUCCESS, FAILED]
+    assert judge_response(failures("m1", "m3"), records(4)) == [SUCCESS, FAILED, SUCCESS, FAILED]
 
 
 def test_repeated_id_fails_once() -> None:
-    assert judge_response(failures("m0", "m0"), records(2), is_fifo=False) == [FAILED, SUCCESS]
+    assert judge_response(failures("m0", "m0"), records(2)) == [FAILED, SUCCESS]
 
 
 @pytest.mark.parametrize(
@@ -177,75 +167,7 @@ def test_repeated_id_fails_once() -> None:
     ],
 )
 def test_bad_responses_fail_the_whole_batch(body: bytes, problem: str) -> None:
-    assert judge_response(body, records(3), is_fifo=False) == [Outcome.failure("InvalidResponse", problem)] * 3
-
-
-def test_fifo_fails_everything_after_the_first_failure() -> None:
-    outcomes = judge_response(failures("m2"), records(5, FIFO_QUEUE), is_fifo=True)
-    assert outcomes == [SUCCESS, SUCCESS, FAILED, FAILED, FAILED]
-
-
-def test_fifo_uses_the_earliest_failure_whatever_the_listed_order() -> None:
-    outcomes = judge_response(failures("m3", "m1"), records(5, FIFO_QUEUE), is_fifo=True)
-    assert outcomes == [SUCCESS, FAILED, FAILED, FAILED, FAILED]
-
-
-def test_fifo_full_success_and_whole_batch_failure() -> None:
-    assert judge_response(b"{}", records(3, FIFO_QUEUE), is_fifo=True) == [SUCCESS] * 3
-    outcomes = judge_response(failures("nope"), records(3, FIFO_QUEUE), is_fifo=True)
-    assert [outcome.result for outcome in outcomes] == [Result.FAILURE] * 3
-
-
-# --- split_by_size: Lambda's 6 MB synchronous payload limit --------------------------------------
-
-def big_records(sizes: list[int]) -> list[dict[str, Any]]:
-    return [build_record(QUEUE, make_message(message_id=f"m{i}", body="x" * size)) for i, size in enumerate(sizes)]
-
-
-def test_small_batch_is_one_invocation() -> None:
-    chunk = records(10)
-    assert split_by_size(chunk) == [chunk]
-
-
-def test_ten_one_mib_bodies_split_under_the_limit() -> None:
-    batch = big_records([MIB] * 10)
-    chunks = split_by_size(batch)
-    assert [record for chunk in chunks for record in chunk] == batch
-    assert len(chunks) == 2
-    assert all(payload_bytes(chunk) < LAMBDA_LIMIT_BYTES for chunk in chunks)
-
-
-def test_single_oversized_record_is_never_split_further() -> None:
-    batch = big_records([7 * MIB])
-    assert split_by_size(batch) == [batch]
-
-
-def test_oversized_record_among_small_ones_stands_alone() -> None:
-    batch = big_records([10, 7 * MIB, 10, 10])
-    chunks = split_by_size(batch)
-    assert [record for chunk in chunks for record in chunk] == batch
-    assert all(chunk for chunk in chunks)
-    assert [len(chunk) for chunk in chunks if payload_bytes(chunk) >= LAMBDA_LIMIT_BYTES] == [1]
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_random_batches_keep_order_and_stay_under_the_limit(seed: int) -> None:
-    rng = random.Random(seed)
-    batch = big_records([rng.randrange(MIB // 2, int(1.2 * MIB)) for _ in range(10)])
-    chunks = split_by_size(batch)
-    assert [record for chunk in chunks for record in chunk] == batch
-    assert all(chunk for chunk in chunks)
-    assert all(payload_bytes(chunk) <= MAX_PAYLOAD_BYTES < LAMBDA_LIMIT_BYTES for chunk in chunks)
-
-
-def test_non_ascii_bodies_are_measured_as_sent() -> None:
-    # json.dumps escapes "é" to 6 bytes, so 300 Ki characters weigh ~1.8 MB each
-    batch = big_records([0] * 4)
-    for record in batch:
-        record["body"] = "é" * (300 * 1024)
-    chunks = split_by_size(batch)
-    assert len(chunks) > 1
-    assert all(payload_bytes(chunk) < LAMBDA_LIMIT_BYTES for chunk in chunks)
+    assert judge_response(body, records(3)) == [Outcome.failure("InvalidResponse", problem)] * 3
 
 
 # --- throttles are retries that pause the target -------------------------------------------------
@@ -281,11 +203,11 @@ def test_other_invoke_errors_are_failures() -> None:
     assert target.pause.remaining_seconds() <= 0
 
 
-def test_the_lease_of_a_batch_covers_every_invoke_it_may_need() -> None:
+def test_the_lease_of_a_batch_covers_every_invoke_it_needs() -> None:
     target = LambdaTarget(LambdaTargetConfig(name="billing", function="fn", timeout=60, batch_size=100,
                                              max_batching_window=1), None, random.Random(1))
     small = [make_message(message_id=str(i), body="x") for i in range(100)]
-    assert target.deadline_seconds(small) == target.hard_deadline_seconds == 70
-    big = [make_message(message_id=str(i), body="é" * 500_000) for i in range(20)]
-    # 20 MB of UTF-8: at least 4 invokes of 6 MB, up to twice that when halving splits unevenly
-    assert target.deadline_seconds(big) >= 4 * target.hard_deadline_seconds
+    assert target.deadline_seconds(QUEUE, small) == target.hard_deadline_seconds == 70
+    big = [make_message(message_id=str(i), body="é" * 600_000) for i in range(20)]
+    # 1.2 MB of UTF-8 a record (the estimate once counted that), but "é" is sent as \u00e9: 3.6 MB, one per invoke
+    assert target.deadline_seconds(QUEUE, big) == 20 * target.hard_deadline_seconds

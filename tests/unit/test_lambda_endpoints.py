@@ -71,6 +71,8 @@ def test_the_emulators_failures_are_lambdas_function_errors(status: int, body: b
     (200, b'{"batchItemFailures": [{"itemIdentifier": "m1"}]}'),
     (200, b'{"batchItemFailures": [], "errorMessage": "kept: the handler reported its records"}'),
     (200, b"null"), (200, b""), (200, b'"done"'), (200, b"[1, 2]"), (200, b'{"errorType": 7}'),
+    # a result of the handler's own that has an errorType among its fields: no runtime's error writes "processed"
+    (200, b'{"processed": 3, "errorType": "none", "errorMessage": ""}'),
     (502, b""),  # an older emulator's crash: an Invoke API error as it is, which fails the batch
     (400, b""),  # an older emulator's answer to an invocation sent while one runs
     (500, b"internal"),

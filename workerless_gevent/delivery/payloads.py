@@ -1,8 +1,9 @@
 """Between taking work and handing it to the target: what the target sees of each message. An SNS
 envelope is unwrapped (`sns = "unwrap"`), the extended clients' S3 payload is fetched (`large_payloads`),
 and after a successful delivery that payload is deleted (`delete_payloads`). A payload that cannot be
-fetched is that message's failure, retried and dead-lettered like any other. A queue with neither
-setting pays one check per delivery, and gets no `Prepared`."""
+fetched is that message's failure, retried and dead-lettered like any other; on a FIFO queue the rest of
+its group is released behind it, undelivered. A queue with neither setting pays one check per delivery,
+and gets no `Prepared`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ..errors import AWS_ERRORS, describe_error, error_code
 from ..logs import fields
 from ..message import Message
 from ..metrics import Registry
-from ..targets import Outcome, QueueInfo, Target
+from ..targets import RELEASED, Outcome, QueueInfo, Target, release_behind_failures
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class Prepared:
 
     items: list[Message | Outcome]
     pointers: list[PayloadPointer | None] = field(default_factory=list)  # with delete_payloads, per message
+    groups: list[str | None] = field(default_factory=list)  # a FIFO queue's: each message's group
 
     def messages(self) -> list[Message]:
         """What the target gets."""
@@ -79,7 +81,9 @@ class Prepared:
         if len(ready) == len(self.items):
             return target.deliver(queue, ready)
         answers = iter(target.deliver(queue, ready) if ready else [])
-        return [next(answers) if isinstance(item, Message) else item for item in self.items]
+        outcomes = [next(answers) if isinstance(item, Message) else item for item in self.items]
+        # FIFO: what the target failed puts what follows it in its group behind it, a failed fetch included
+        return release_behind_failures(outcomes, self.groups) if self.groups else outcomes
 
 
 class Preparer:
@@ -96,7 +100,8 @@ class Preparer:
         if not config.large_payloads:
             return Prepared(list(unwrapped))
         pointers, items = self.resolve(config, unwrapped)
-        return Prepared(items, pointers if config.delete_payloads else [])
+        groups = [message.group_id for message in messages] if config.is_fifo else []
+        return Prepared(items, pointers if config.delete_payloads else [], groups)
 
     def unwrap(self, config: QueueConfig, message: Message) -> Message:
         inner = unwrap_sns(message)
@@ -112,8 +117,8 @@ class Preparer:
 
     def resolve(self, config: QueueConfig, messages: Sequence[Message]
                 ) -> tuple[list[PayloadPointer | None], list[Message | Outcome]]:
-        """Fetch every payload of the work at once; in a FIFO queue a failure fails the rest of its group
-        too, as Lambda does, so nothing of a group is delivered past a message that was not."""
+        """Fetch every payload of the work at once; in a FIFO queue the rest of a group is released behind a
+        message whose payload could not be had, so nothing of a group is delivered past a message that was not."""
         pointers: list[PayloadPointer | None] = []
         fetches: list[gevent.Greenlet | Outcome | None] = []
         for message in messages:
@@ -127,7 +132,7 @@ class Preparer:
             fetches.append(None if pointer is None else gevent.spawn(self.fetch, pointer))
         gevent.joinall([fetch for fetch in fetches if isinstance(fetch, gevent.Greenlet)])
         items: list[Message | Outcome] = []
-        failed_groups: dict[str, Outcome] = {}
+        failed_groups: set[str] = set()
         for message, fetch in zip(messages, fetches):
             item: Message | Outcome = message
             if isinstance(fetch, gevent.Greenlet):
@@ -137,9 +142,9 @@ class Preparer:
                 item = fetch
             group = message.group_id if config.is_fifo else None
             if group is not None and group in failed_groups:
-                item = failed_groups[group]
+                item = RELEASED
             elif group is not None and isinstance(item, Outcome):
-                failed_groups[group] = item
+                failed_groups.add(group)
             items.append(item)
         return pointers, items
 

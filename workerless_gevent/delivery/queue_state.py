@@ -47,7 +47,7 @@ class QueueState:
     `Receiver`'s), and what only the poller writes: its deliveries, FIFO groups in flight (a standard queue's
     groups, tenants, in `groups`), and retirement."""
     queue: SqsQueue
-    take_size: int  # messages per delivery: 1 for HTTP, the batch size for Lambda
+    take_size: int  # messages per delivery: the target's batch_size (1 for the aws-sqsd contract)
     paused_seconds: Callable[[], float]  # until the queue's target accepts work again (<= 0: it does)
     flow: TargetFlow | None = None  # the target's in-flight limit and rate, shared by its queues
     window_seconds: float = 0.0  # a batching window (max_batching_window): how long to wait to fill take_size

@@ -19,7 +19,7 @@ class Receiving:
     the poller reads it and takes from `buffer`, the one hand-off between them (the receiver appends what
     lands, the poller takes or empties it)."""
     queue: SqsQueue
-    take_size: int  # messages per delivery: 1 for HTTP, the batch size for Lambda
+    take_size: int  # messages per delivery: the target's batch_size (1 for the aws-sqsd contract)
     buffer: deque[Message] = field(default_factory=deque)
     is_ready: bool = True
     watcher: gevent.Greenlet | None = None

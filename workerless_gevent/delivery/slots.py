@@ -157,15 +157,16 @@ class Slots:
             # SNS envelopes unwrapped, S3 payloads fetched: under the receive's lease, before the target's deadline
             prepared = self.preparer.prepare(queue.config, work.messages)
             messages = work.messages if prepared is None else prepared.messages()
-            self.settler.start(work, target.deadline_seconds(messages) + 5)
+            info = self.queue_infos[queue.name]
+            self.settler.start(work, target.deadline_seconds(info, messages) + 5)
             started = time.monotonic()
             if tracer is not None:  # current until the work is settled: its log lines carry the span's ids
                 traced = self.start_span(tracer, queue.name, target.name, messages or work.messages,
                                          target.messages_per_delivery > 1 or len(messages) > 1)
             if prepared is None:
-                outcomes = target.deliver(self.queue_infos[queue.name], messages)
+                outcomes = target.deliver(info, messages)
             else:
-                outcomes = prepared.deliver(target, self.queue_infos[queue.name])
+                outcomes = prepared.deliver(target, info)
         except Exception as error:  # a bug in a target must neither kill the daemon nor lose the messages
             logger.error("queue=%s target=%s delivery raised", queue.name, target.name, exc_info=True,
                          extra=fields(queue=queue.name, target=target.name))

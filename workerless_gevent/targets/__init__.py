@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -45,6 +46,26 @@ class Outcome:
 
 
 SUCCESS = Outcome(Result.SUCCESS)
+# FIFO: behind a message of its group that did not succeed; the settler makes it visible again at once (SQS hands
+# out that one before it), and it is not held against it (max_retries)
+RELEASED = Outcome(Result.RELEASED, "BehindFailure", "released behind a message of its FIFO group that did not succeed")
+
+
+def release_behind_failures(outcomes: list[Outcome], groups: Sequence[str | None]) -> list[Outcome]:
+    """FIFO's one rule for a delivery of several messages (a batch, its parts, what preparing it left out), in
+    their order: the first message of a group that did not succeed keeps its outcome, and every message after it
+    in that group is released behind it, whatever became of it, so the group comes again in order from there.
+    For .fifo queues only: a standard queue's MessageGroupId orders nothing."""
+    stopped: set[str] = set()
+    kept: list[Outcome] = []
+    for outcome, group in zip(outcomes, groups, strict=True):
+        if group is not None and group in stopped:
+            kept.append(RELEASED)
+            continue
+        if outcome.result is not Result.SUCCESS and group is not None:
+            stopped.add(group)
+        kept.append(outcome)
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +88,7 @@ class Target(Protocol):
         """One outcome per message, in order; never raises for a failing target."""
         ...
 
-    def deadline_seconds(self, messages: list[Message]) -> float:
+    def deadline_seconds(self, queue: QueueInfo, messages: list[Message]) -> float:
         """How long delivering these may take at most: their leases last that long."""
         ...
 

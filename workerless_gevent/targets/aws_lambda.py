@@ -11,21 +11,19 @@ import botocore.exceptions
 
 from ..config.model import LambdaTargetConfig
 from ..errors import describe_error, error_code
-from ..message import Message
 from ..rules import LAMBDA_THROTTLE_CODES, backoff_seconds
 from . import Outcome, Pause, QueueInfo, Result
-from .sqs_event import (MAX_PAYLOAD_BYTES, build_record, event_payloads, judge_response, requests_needed,
-                        split_by_size)
+from .event_parts import EventBatchTarget
+from .sqs_event import judge_response
 
 logger = logging.getLogger(__name__)
-
-# The event's parts moved to sqs_event.py (the HTTP batch target sends the same event); still importable from here.
-__all__ = ["MAX_PAYLOAD_BYTES", "LambdaTarget", "build_record", "judge_response", "split_by_size"]
 
 MAX_THROTTLE_PAUSE_SECONDS = 60.0  # a throttled function's pause: half to all of 2, 4, 8 ... seconds, up to this
 
 
-class LambdaTarget:
+class LambdaTarget(EventBatchTarget):
+    """One Invoke per part of a batch (`EventBatchTarget`: parts under 6 MB, one after the other)."""
+
     def __init__(self, config: LambdaTargetConfig, client: Any, rng: random.Random, owns_client: bool = False) -> None:
         self.name = config.name
         self.config = config
@@ -42,20 +40,7 @@ class LambdaTarget:
         if self.owns_client:
             self.client.close()
 
-    def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
-        records = [build_record(queue, message) for message in messages]
-        outcomes: list[Outcome] = []
-        for chunk, payload in event_payloads(records):  # each part's JSON, made once: sizing it made it already
-            outcomes.extend(self.invoke(queue, chunk, payload))
-        return outcomes
-
-    def deadline_seconds(self, messages: list[Message]) -> float:
-        """One Invoke's timeout per invocation the batch may need: a batch over 6 MB goes in several, one
-        after the other. An estimate on the generous side (halving can make up to twice as many as the
-        size alone); a lease that is too long costs nothing, as it ends when the batch is settled."""
-        return self.hard_deadline_seconds * requests_needed(messages)
-
-    def invoke(self, queue: QueueInfo, records: list[dict[str, Any]], payload: bytes) -> list[Outcome]:
+    def send_part(self, queue: QueueInfo, records: list[dict[str, Any]], payload: bytes) -> list[Outcome]:
         extra = {"Qualifier": self.config.qualifier} if self.config.qualifier else {}
         try:
             response = self.client.invoke(FunctionName=self.config.function, InvocationType="RequestResponse",
@@ -70,7 +55,7 @@ class LambdaTarget:
             return [Outcome.failure(f"FunctionError:{response['FunctionError']}", detail)] * len(records)
         if not 200 <= status < 300:
             return [Outcome.failure(f"HTTP {status}", f"Invoke answered status {status}")] * len(records)
-        return judge_response(body, records, queue.is_fifo)
+        return judge_response(body, records)
 
     def judge_error(self, error: BaseException) -> Outcome:
         code = error_code(error)

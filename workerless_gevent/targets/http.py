@@ -33,6 +33,7 @@ KEY_HEADER = "X-Workerless-Idempotency-Key"  # with an idempotency_key: the key 
 
 class HttpTarget:
     keeps_body = False  # one message's 2xx answer is not read, only its status
+    max_answer_bytes: int | None = None  # of an answer's body kept: more fails the exchange
 
     def __init__(self, config: HttpTargetConfig, ca_bundle: str | None = None) -> None:
         """https is verified against `ca_bundle` ([aws] ca_bundle) if given, else the system's CAs."""
@@ -48,7 +49,7 @@ class HttpTarget:
                                        read_timeout=config.inactivity_timeout, quick_ack=True,
                                        tls=tls_context(ca_bundle) if url.scheme == "https" else None,
                                        keep_headers=("Retry-After",), keep_headers_of_errors_only=True,
-                                       keep_body=self.keeps_body,
+                                       keep_body=self.keeps_body, max_body_bytes=self.max_answer_bytes,
                                        keepalive_idle=config.keepalive_idle)
         self.fixed_headers = f"Host: {host_header(host, port, url.scheme)}\r\nUser-Agent: aws-sqsd/{__version__} (workerless)\r\n"
         self.fixed_headers += "".join(f"{name}: {value}\r\n" for name, value in config.headers.items())
@@ -56,7 +57,7 @@ class HttpTarget:
     def deliver(self, queue: QueueInfo, messages: list[Message]) -> list[Outcome]:
         return [self.post(queue, message) for message in messages]
 
-    def deadline_seconds(self, messages: list[Message]) -> float:
+    def deadline_seconds(self, queue: QueueInfo, messages: list[Message]) -> float:
         return self.hard_deadline_seconds * len(messages)  # one POST after the other
 
     def post(self, queue: QueueInfo, message: Message) -> Outcome:

@@ -48,7 +48,8 @@ class Connections:
     def __init__(self, host: str, port: int, *, limit: int, connect_timeout: float, read_timeout: float,
                  tls: ssl.SSLContext | None = None, quick_ack: bool = False, keep_headers: Collection[str] = (),
                  keep_headers_of_errors_only: bool = False, keep_body: bool = True,
-                 keepalive_idle: float = math.inf, tcp_keepalive: bool = False) -> None:
+                 keepalive_idle: float = math.inf, tcp_keepalive: bool = False,
+                 max_body_bytes: int | None = None) -> None:
         self.address = (host, port)
         self.addresses = Addresses(host, port)
         # A connection idle this long is closed, not reused: servers close idle keep-alive connections
@@ -64,6 +65,8 @@ class Connections:
         self.keep_headers = frozenset(name.lower() for name in keep_headers)
         self.keep_headers_of_errors_only = keep_headers_of_errors_only  # of answers other than 2xx
         self.keep_body = keep_body
+        # a longer body kept ends the exchange (parsing.AnswerTooLarge), and the connection
+        self.parser_type = ReplyParser if max_body_bytes is None else ReplyParser.limited(max_body_bytes)
         self.slots = gevent.lock.BoundedSemaphore(limit)
         self.idle: list[gevent.socket.socket] = []  # most recently used last
         self.idle_since: dict[gevent.socket.socket, float] = {}
@@ -99,7 +102,7 @@ class Connections:
 
     def _exchange_on(self, sock: gevent.socket.socket, request: bytes, deadline: float | None,
                      may_be_stale: bool = False) -> Reply:
-        parser = ReplyParser(self.keep_headers, self.keep_body, self.keep_headers_of_errors_only)
+        parser = self.parser_type(self.keep_headers, self.keep_body, self.keep_headers_of_errors_only)
         now = time.monotonic()
         watch = self.watched[sock] = Watch(math.inf if deadline is None else deadline, now + self.read_timeout)
         if self.watchdog is None:

@@ -19,6 +19,9 @@ import json
 from typing import Any
 
 TIMED_OUT = b"Task timed out after"
+# What the runtimes' error objects hold: Python's requestId and stackTrace, Node.js's trace, Java's and .NET's cause
+# (.NET's causes too), Go's and Ruby's stackTrace
+ERROR_MEMBERS = frozenset(("errorType", "errorMessage", "stackTrace", "trace", "requestId", "cause", "causes"))
 FUNCTION_ERROR = "x-amz-function-error"
 ERROR_TYPE = "x-amzn-errortype"
 
@@ -41,13 +44,16 @@ def as_lambda_answer(status: int, headers: dict[str, str], body: bytes,
 
 
 def is_error_object(body: bytes) -> bool:
-    """The runtimes' error shape (Python, Node.js, Java, Go, Ruby, .NET and Runtime.ExitError alike). Either key
-    is enough: an answer shaped as an error is never taken for a success, which would delete the batch."""
+    """The runtimes' error object (Python, Node.js, Java, Go, Ruby, .NET, and the emulator's own Runtime.ExitError):
+    a string `errorType` or `errorMessage`, and no member that none of them writes. The emulator answers a function
+    error exactly as it answers a result (both 200, the same headers), so a handler result made only of these
+    members cannot be told from an error, and is read as one (nothing is deleted); any other member, such as a
+    result's own fields or `batchItemFailures`, makes it a result."""
     if not body.lstrip().startswith(b"{"):
         return False
     try:
         answer: Any = json.loads(body)
     except ValueError:
         return False
-    return isinstance(answer, dict) and "batchItemFailures" not in answer and (
+    return isinstance(answer, dict) and answer.keys() <= ERROR_MEMBERS and (
         isinstance(answer.get("errorType"), str) or isinstance(answer.get("errorMessage"), str))

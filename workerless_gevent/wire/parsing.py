@@ -16,6 +16,7 @@ whatever its outcome)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from http.client import HTTPException
 
@@ -27,6 +28,16 @@ CODINGS = b"transfer-encoding"
 
 class HTTPParseError(HTTPException):
     """Not HTTP, or an answer that broke off where it could not end."""
+
+
+class AnswerTooLarge(HTTPParseError):
+    """An answer whose body is longer than the caller keeps: the rest is not read, and the connection is closed."""
+
+    def __init__(self, status: int, headers: dict[str, str], max_body_bytes: int) -> None:
+        super().__init__(f"HTTP {status} with a body over {max_body_bytes} bytes")
+        self.status = status
+        self.headers = headers  # the ones asked for
+        self.max_body_bytes = max_body_bytes
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass sets each field through object.__setattr__, per answer
@@ -51,6 +62,8 @@ class ReplyParser:
     _chunked = False  # its (last) Transfer-Encoding ends with chunked
     _keep: bool | None = None  # headers are kept for this answer's status; None until its first header
 
+    max_body_bytes = sys.maxsize  # of a body kept: past it, AnswerTooLarge (a class of its own: `limited`)
+
     def __init__(self, keep_headers: frozenset[str], keep_body: bool, keep_headers_of_errors_only: bool = False) -> None:
         self.keep_headers = keep_headers
         self.keep_body = keep_body
@@ -58,6 +71,11 @@ class ReplyParser:
         self.headers: dict[str, str] = {}
         self.body = bytearray()
         self.parser = HttpResponseParser(self)
+
+    @classmethod
+    def limited(cls, max_body_bytes: int) -> type[ReplyParser]:
+        """A parser class that keeps at most this much of a body: the limit costs an answer without one nothing."""
+        return type(f"{cls.__name__}UpTo{max_body_bytes}", (cls,), {"max_body_bytes": max_body_bytes})
 
     def feed(self, data: bytes) -> None:
         """Parse the next bytes read; empty bytes are the end of the connection. Not after `release`."""
@@ -121,6 +139,8 @@ class ReplyParser:
     def on_body(self, data: bytes) -> None:
         if self.keep_body and not self.trailing:
             self.body += data
+            if len(self.body) > self.max_body_bytes:
+                raise AnswerTooLarge(self.parser.get_status_code(), self.headers, self.max_body_bytes)
 
     def on_message_complete(self) -> None:
         if self.done:  # an answer after the final one

@@ -3,8 +3,10 @@ the stand-in emulator (tests/support/lambda_emulator.py) and, unchanged, by the 
 awslambdaric (tests/support/real_emulator.py), as the same code runs on Lambda and in its image.
 
 A record's body says what to do: `fail...` is reported in batchItemFailures, `raise` raises, `hang` outlasts
-any test timeout, `exit` ends the runtime; anything else succeeds after a little work. With SQS_BATCH_LOG set,
-each invocation appends its records' [body, ApproximateReceiveCount] pairs to that file as a JSON line."""
+any test timeout, `exit` ends the runtime, `summary` makes the handler return a summary of its own instead of
+batchItemFailures (with an `errorType` member, as some do); anything else succeeds after a little work. With
+SQS_BATCH_LOG set, each invocation appends its records' [body, ApproximateReceiveCount] pairs to that file as a
+JSON line."""
 
 from __future__ import annotations
 
@@ -35,4 +37,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if body.startswith("fail"):
             failures.append({"itemIdentifier": record["messageId"]})
         time.sleep(WORK_SECONDS)
+    if any(record["body"] == "summary" for record in records):
+        return {"processed": len(records), "errorType": "none", "errorMessage": ""}
     return {"batchItemFailures": failures}
