@@ -100,7 +100,7 @@ class Preparer:
         if not config.large_payloads:
             return Prepared(list(unwrapped))
         pointers, items = self.resolve(config, unwrapped)
-        groups = [message.group_id for message in messages] if config.is_fifo else []
+        groups = [message.fifo_group for message in messages] if config.is_fifo else []
         return Prepared(items, pointers if config.delete_payloads else [], groups)
 
     def unwrap(self, config: QueueConfig, message: Message) -> Message:
@@ -140,7 +140,7 @@ class Preparer:
                 item = with_payload(message, item) if isinstance(item, str) else item
             elif isinstance(fetch, Outcome):
                 item = fetch
-            group = message.group_id if config.is_fifo else None
+            group = message.fifo_group
             if group is not None and group in failed_groups:
                 item = RELEASED
             elif group is not None and isinstance(item, Outcome):

@@ -79,7 +79,7 @@ def deliver_in_parts(queue: QueueInfo, messages: list[Message], send: Send) -> l
             outcomes.extend([held] * (len(records) - len(outcomes)))
             break
     if queue.is_fifo:
-        return release_behind_failures(outcomes, [message.group_id for message in messages])
+        return release_behind_failures(outcomes, [message.fifo_group for message in messages])
     return outcomes
 
 
