@@ -62,8 +62,8 @@ class StoreHealth:
             self.failing_since = now
             if self.holds:
                 logger.warning("idempotency table %s failing (%s): nothing is delivered under a key until it answers "
-                               "(on_store_failure = \"hold\"); the messages stay in their queues", self.config.table,
-                               error)
+                               "(on_store_failure = \"hold\"); the keyed queues receive nothing meanwhile, and the "
+                               "claims it refused are retried in place", self.config.table, error)
             else:
                 logger.warning("idempotency table %s failing (%s): delivering without claims, at least once "
                                "(on_store_failure = \"deliver\"): copies may reach the app twice meanwhile",
