@@ -88,8 +88,7 @@ class Idempotency:
             if slot in keyed:  # the same key twice in one receive: the second waits for the first's claim
                 deferred[id(message)] = claim_seconds(message)
                 continue
-            keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", claim_deadline(message),
-                                          self.payload_hash(message)))
+            keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", 0, self.payload_hash(message)))
         if keyed:
             self.claim_keys(queue, list(keyed.values()), admission, deferred)
         admission.sort(messages, deferred)
@@ -103,7 +102,8 @@ class Idempotency:
         if self.health.is_waiting_for_table:  # the table is being made: no claim can be made yet
             admission.pending.extend(pairs)
             return
-        sent = [replace(claim, deadline=claim_deadline(message)) for message, claim in pairs]
+        # each try's deadline from its message's visibility now (the heartbeat extends it while a claim waits)
+        sent = [Claim(claim.slot, claim.token, claim_deadline(message), claim.payload_hash) for message, claim in pairs]
         try:
             verdicts = self.store.claim_all(sent)
         except AWS_ERRORS as error:
