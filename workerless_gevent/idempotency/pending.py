@@ -72,6 +72,8 @@ class PendingClaims:
         except Exception as error:  # a bug: the messages are released, not left hidden until their deadline
             log_unexpected(logger, f"queue={queue} idempotency claims retried in place", error)
             admission = None
+        if admission is not None and (self.stopping.is_set() or self.generations.get(queue, 0) != generation):
+            admission = None  # a stop or a reload came while the last try was on its way
         if admission is not None:
             admission.sort(carried, deferred)
         elif not self.stopping.is_set():
