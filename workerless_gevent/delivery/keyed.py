@@ -107,15 +107,19 @@ def carry_out(settler: Actions, queue: SqsQueue, received: list[Message], admiss
     is_kept = set(map(id, kept))
     pending = [pair for pair in admission.pending if id(pair[0]) in is_kept]
     deliver = [message for message in kept if id(message) not in is_pending]
-    if pending:
-        deliver, riding = split_behind(received, deliver, [message for message, _ in pending])
-        is_carried = set(map(id, riding)) | set(id(message) for message, _ in pending)
-        carried = [message for message in received if id(message) in is_carried]
-        logger.debug("queue=%s %d idempotency claims not taken by the table: kept (with %d messages behind them) "
-                     "and claimed again in place", queue.name, len(pending), len(riding),
-                     extra=fields(queue=queue.name))
-        guard.retry(queue.name, carried, pending,
-                    lambda answer: readmit(settler, queue, carried, answer, guard))
+    return keep_pending(settler, queue, received, deliver, pending, guard) if pending else deliver
+
+
+def keep_pending(settler: Actions, queue: SqsQueue, received: list[Message], deliver: list[Message],
+                 pending: list[tuple[Message, Claim]], guard: DeliveryGuard) -> list[Message]:
+    """Claims the table did not take are claimed again in place, their messages kept (leased) with, on a FIFO
+    queue, the group-mates behind them; returns the rest of `deliver`."""
+    deliver, riding = split_behind(received, deliver, [message for message, _ in pending])
+    is_carried = set(map(id, riding)) | set(id(message) for message, _ in pending)
+    carried = [message for message in received if id(message) in is_carried]
+    logger.debug("queue=%s %d idempotency claims not taken by the table: kept (with %d messages behind them) and "
+                 "claimed again in place", queue.name, len(pending), len(riding), extra=fields(queue=queue.name))
+    guard.retry(queue.name, carried, pending, lambda answer: readmit(settler, queue, carried, answer, guard))
     return deliver
 
 
