@@ -27,8 +27,16 @@ from tests.support import (
     status_url,
     wait_until,
 )
+from tests.e2e.test_idempotency_faults import dynamodb_error
+from tests.support import CountingProxy
 from tests.support.chaos import ChaosProxy, chaos_fixture  # noqa: F401 (fixture)
+from tests.support.faults import FaultySqs, faulty_sqs_fixture, sqs_env_fixture  # noqa: F401 (fixtures)
 from tests.support.http_app import Reply
+
+STOP_SECONDS = 6
+# The wall clock from the test's SIGTERM to the process's end also holds the signal's way in, the interpreter's
+# exit and a loaded machine's scheduling, none of which the daemon's own lines show.
+WALL_CLOCK_SLACK_SECONDS = 3.0
 
 
 def write(tmp_path: Path, app: HttpApp, queues: list[Queue], path: str = "/v1", **top: Any) -> Path:
@@ -408,3 +416,74 @@ def test_a_tracing_change_refuses_the_whole_reload_in_one_error_line(
     (error,) = [line for line in output.splitlines() if " ERROR " in line]
     assert "reload refused, the running configuration stays" in error
     assert "concurrency=3" not in output  # not even its warning: nothing of the file was taken
+
+
+def test_sigterm_while_a_reload_waits_for_a_queue_that_never_resolves_exits_within_its_deadline(
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], counting_proxy: CountingProxy, http_app: HttpApp,
+    sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
+) -> None:
+    """SIGHUP adds a queue whose GetQueueUrl is never answered; SIGTERM meanwhile abandons the reload (one line,
+    the running configuration stays) and the stop keeps its one deadline: exit within shutdown_timeout + 1 s."""
+    running, added = make_queue(), make_queue()
+    path = build_config_file(tmp_path, concurrency=2, shutdown_timeout=STOP_SECONDS, polling={"poll_for": 1},
+                             queues=[{"name": running.name}],
+                             targets={"default": {"type": "http", "url": f"{http_app.url}/v1"}})
+    proc = daemon(["-c", str(path)], env={**aws_env, "AWS_ENDPOINT_URL": counting_proxy.url})
+    proc.wait_for_output("workerless started", timeout=30)
+    unanswered = counting_proxy.hold(lambda action, params: action == "GetQueueUrl"
+                                     and params.get("QueueName") == added.name)
+    try:
+        build_config_file(tmp_path, concurrency=2, shutdown_timeout=STOP_SECONDS, polling={"poll_for": 1},
+                          queues=[{"name": running.name}, {"name": added.name}],
+                          targets={"default": {"type": "http", "url": f"{http_app.url}/v1"}})
+        proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: counting_proxy.pending("GetQueueUrl"), 20, message=proc.output)
+        sqs.send_message(QueueUrl=running.url, MessageBody="during the reload")
+        http_app.wait_for_requests(1, timeout=20)  # the running configuration keeps delivering meanwhile
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait_exit(timeout=STOP_SECONDS + 1 + WALL_CLOCK_SLACK_SECONDS) == 0
+        exited_after = time.monotonic() - signalled
+    finally:
+        unanswered.set()
+    print(f"exit {exited_after:.2f}s after SIGTERM with shutdown_timeout = {STOP_SECONDS}")
+    assert exited_after <= STOP_SECONDS + 1 + WALL_CLOCK_SLACK_SECONDS
+    output = proc.output()
+    assert output.count("stop requested during a reload: the reload is abandoned, the running configuration "
+                        "stays") == 1, output
+    assert "reload applied" not in output and "Traceback" not in output
+
+
+def test_a_reload_off_a_failing_table_does_not_wait_for_its_completions(
+    daemon: Callable[..., Daemon], sqs_env: dict[str, str], faulty_sqs: FaultySqs, http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], moto_server: MotoServer, claims_table: str, next_table: str, tmp_path: Path,
+) -> None:
+    """S-1 succeeds while its table refuses every `completed` write (retried until its visibility ends, 60 s);
+    a reload then names another table: it takes over at once, not once S-1's completion gives up, and the keyed
+    queue claims in it meanwhile. S-1's write lands in its own table once that answers again, then S-1 is
+    deleted."""
+    queue = make_queue(VisibilityTimeout=60)
+
+    def old_table_writes(action: str, params: dict[str, Any]) -> Reply | None:
+        if action == "BatchWriteItem" and claims_table in params.get("RequestItems", {}):
+            return dynamodb_error("InternalServerError", "Internal server error")
+        return None
+
+    faulty_sqs.fault = old_table_writes
+    proc = daemon(["-c", str(with_key(tmp_path, http_app, queue, {"table": claims_table}))], env=sqs_env)
+    proc.wait_for_output("workerless started", timeout=30)
+    sqs.send_message(QueueUrl=queue.url, MessageBody=order("S-1", "first"))
+    http_app.wait_for_requests(1, timeout=30)
+    wait_until(lambda: faulty_sqs.faulted_count("BatchWriteItem") >= 1, 30, message=proc.output)
+    with_key(tmp_path, http_app, queue, {"table": next_table})
+    proc.send_signal(signal.SIGHUP)
+    proc.wait_for_output("reload applied", timeout=20)
+    sqs.send_message(QueueUrl=queue.url, MessageBody=order("N-1", "new"))
+    wait_until(lambda: key_states(moto_server, next_table, queue) == {"N-1": "completed"}, 30,
+               message=lambda: f"got {notes(http_app)}; log:\n{proc.output()[-3000:]}")
+    faulty_sqs.fault = None
+    wait_until(lambda: count_messages(sqs, queue.url) == 0, 40, message=proc.output)
+    assert key_states(moto_server, claims_table, queue) == {"S-1": "completed"}
+    assert proc.stop(timeout=20) == 0
+    assert notes(http_app) == ["first", "new"]
+    assert "Traceback" not in proc.output()

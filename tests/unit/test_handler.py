@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from tests.unit.sqs_messages import binary_attribute, make_message, string_attribute
+from tests.unit.sqs_messages import binary_attribute, make_message, raw_message, string_attribute
 from workerless_gevent.config.model import QueueConfig
 from workerless_gevent.delivery.dead_letters import dead_letter_attributes
-from workerless_gevent.delivery.outcomes import retry_delay_seconds
+from workerless_gevent.delivery.leases import Leases
+from workerless_gevent.delivery.outcomes import Settler, retry_delay_seconds
 from workerless_gevent.delivery.queue import SqsQueue
+from workerless_gevent.message import Message
+from workerless_gevent.metrics import Registry
 from workerless_gevent.rules import MAX_VISIBILITY_SECONDS
 from workerless_gevent.targets import Outcome, Result
 
@@ -28,7 +32,7 @@ def test_cap_is_sqs_maximum_visibility() -> None:
 @pytest.mark.parametrize("receives", [1, 2, 5, 30])
 def test_constant_backoff_is_the_error_visibility_timeout(receives: int) -> None:
     payments = queue(error_visibility_timeout=7, backoff="constant")
-    assert retry_delay_seconds(payments, make_message(receive_count=receives)) == 7
+    assert retry_delay_seconds(payments, receives) == 7
 
 
 @pytest.mark.parametrize(
@@ -37,23 +41,23 @@ def test_constant_backoff_is_the_error_visibility_timeout(receives: int) -> None
 )
 def test_exponential_backoff_doubles_per_receive_and_is_capped(receives: int, seconds: int) -> None:
     payments = queue(error_visibility_timeout=2, backoff="exponential")
-    assert retry_delay_seconds(payments, make_message(receive_count=receives)) == seconds
+    assert retry_delay_seconds(payments, receives) == seconds
 
 
 def test_exponential_backoff_of_zero_stays_zero() -> None:
     payments = queue(error_visibility_timeout=0, backoff="exponential")
-    assert retry_delay_seconds(payments, make_message(receive_count=9)) == 0
+    assert retry_delay_seconds(payments, 9) == 0
 
 
 def test_large_constant_timeout_is_kept() -> None:
     payments = queue(error_visibility_timeout=43200, backoff="constant")
-    assert retry_delay_seconds(payments, make_message(receive_count=3)) == 43200
+    assert retry_delay_seconds(payments, 3) == 43200
 
 
 def test_exponential_backoff_never_exceeds_the_cap() -> None:
     for base in (1, 3, 600, 43200):
         payments = queue(error_visibility_timeout=base, backoff="exponential")
-        delays = [retry_delay_seconds(payments, make_message(receive_count=n)) for n in range(1, 60)]
+        delays = [retry_delay_seconds(payments, n) for n in range(1, 60)]
         assert delays == sorted(delays)
         assert max(delays) <= MAX_VISIBILITY_SECONDS
         assert delays[0] == base
@@ -111,3 +115,17 @@ def test_dead_letter_error_without_details_says_failure() -> None:
     outcome = Outcome(Result.FAILURE)
     text = dead_letter_attributes("payments", make_message(), outcome)["workerless.error"]["StringValue"]
     assert text == "failure"
+
+
+def test_exponential_backoff_doubles_on_the_tries_max_retries_counts_not_on_the_receives() -> None:
+    """A message released ten times behind a poison one (receives that did not deliver it) fails at its 11th
+    receive: its first counted try waits the error visibility timeout, not 2 x 2^10 s."""
+    payments = queue(error_visibility_timeout=2, backoff="exponential")
+    settler = Settler({"payments": payments}, {}, Registry(), Leases({"payments": payments}))
+    message = Message.from_sqs("payments", raw_message(receive_count=11), received_at=time.time(),
+                               visible_until=time.monotonic() + 30)
+    for _ in range(10):
+        settler.note_undelivered(message)
+    assert settler.decide(payments, message, Outcome.failure("Boom", "failed"), "default") == ("retry", 2)
+    settler.counts.note_undelivered(make_message())  # another message's receives change nothing of its own
+    assert settler.decide(payments, message, Outcome.failure("Boom", "failed again"), "default") == ("retry", 2)

@@ -84,8 +84,8 @@ KEYS: tuple[Key, ...] = (
         "hidden; extended by the heartbeat while its delivery runs.", Range(1, 43200)),
     Key("queues[].error_visibility_timeout", QueueConfig, "error_visibility_timeout", "Seconds before a failed "
         "message is retried (Beanstalk: error visibility timeout).", Range(0, 43200)),
-    Key("queues[].backoff", QueueConfig, "backoff", "`exponential`: `error_visibility_timeout` x 2^(receives-1), "
-        "capped at 12 hours.", Choices(("constant", "exponential"))),
+    Key("queues[].backoff", QueueConfig, "backoff", "`exponential`: `error_visibility_timeout` x 2^(tries-1), "
+        "capped at 12 hours; tries are the receives `max_retries` counts.", Choices(("constant", "exponential"))),
     Key("queues[].max_retries", QueueConfig, "max_retries", "Receives before a failed message is sent to "
         "`dead_letter_queue`.", Range(1, 1000)),
     Key("queues[].dead_letter_queue", QueueConfig, "dead_letter_queue", "Where a message goes after "
@@ -209,7 +209,8 @@ KEYS: tuple[Key, ...] = (
     Key("idempotency.expires_after", IdempotencyConfig, "expires_after", "Seconds a success is remembered.",
         Range(60, 31_536_000)),
     Key("idempotency.on_store_failure", IdempotencyConfig, "on_store_failure", "While DynamoDB fails: `hold` "
-        "delivers nothing under a key; `deliver` falls back to at least once, with a WARNING.",
+        "delivers nothing under a key without its claim (keyed queues stop receiving; claims the table refused are "
+        "retried in place, their messages kept hidden); `deliver` falls back to at least once, with a WARNING.",
         Choices(("hold", "deliver"))),
     Key("idempotency.validate_payload", IdempotencyConfig, "validate_payload", "Remember a SHA-256 of each "
         "success's payload (the body, or the notification inside with `sns = \"unwrap\"`): a copy of a completed "

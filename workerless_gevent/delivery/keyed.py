@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..idempotency.admission import Admission
+from ..idempotency.store import Claim
 from ..idempotency.keys import shown_key
 from ..logs import fields
 from ..message import Message
@@ -18,14 +19,22 @@ from .queue import SqsQueue
 
 logger = logging.getLogger(__name__)
 
+# Puts messages admitted after their receive (claims retried in place) in their queue's buffer; False if the
+# queue is no longer served (the caller releases them)
+HandOver = Callable[[SqsQueue, list[Message]], bool]
+
 
 class DeliveryGuard(Protocol):
     """What the settler asks of idempotent delivery (`idempotency.guard.Idempotency`): claims on a receive's
-    keys, then each claim completed (after a success) or given up (before the message is visible again)."""
+    keys (those the table did not take claimed again in place), then each claim completed (after a success) or
+    given up (before the message is visible again)."""
 
     def has_key(self, queue: str) -> bool: ...
 
     def claim(self, queue: str, messages: list[Message]) -> Admission: ...
+
+    def retry(self, queue: str, carried: list[Message], pending: list[tuple[Message, Claim]],
+              done: Callable[[Admission | None], None]) -> None: ...
 
     def is_claimed(self, message: Message) -> bool: ...
 
@@ -50,15 +59,27 @@ class Actions(Protocol):
 
     def note_undelivered(self, message: Message) -> None: ...
 
+    def let_go_settled(self, messages: list[Message]) -> None: ...
+
+    hand_over: HandOver
+
 
 def sort_out(settler: Actions, queue: SqsQueue, messages: list[Message], guard: DeliveryGuard) -> list[Message]:
     """Keyed messages: those whose claim is ours are delivered, copies of a success deleted in place, copies
-    of a key held elsewhere (or every keyed one while the table fails, holding) hidden until they may be
-    claimed. On a FIFO queue, what follows a hidden message in its group is released, not delivered ahead
-    of it. Returns the messages to deliver, in the receive's order."""
+    of a key held elsewhere hidden until they may be claimed, those whose claims the table did not take kept
+    and claimed again in place. On a FIFO queue, what follows a hidden message in its group is released, and
+    what follows a kept one waits with it, neither delivered ahead of it. Returns the messages to deliver now,
+    in the receive's order."""
     admission = guard.claim(queue.name, messages)
     if admission.missing:
         settler.registry.count(queue.name, "IdempotencyKeyMissing", admission.missing)
+    return carry_out(settler, queue, messages, admission, guard)
+
+
+def carry_out(settler: Actions, queue: SqsQueue, received: list[Message], admission: Admission,
+              guard: DeliveryGuard) -> list[Message]:
+    """Each message's part of `admission` (of `received`, a receive or what was kept from one), as `sort_out`
+    says; the messages to deliver now."""
     for message in admission.duplicates:
         settler.registry.count(queue.name, "Duplicates")
         logger.info("queue=%s message=%s key=%s already delivered: deleted as a duplicate", queue.name,
@@ -66,22 +87,54 @@ def sort_out(settler: Actions, queue: SqsQueue, messages: list[Message], guard: 
                     extra=fields(queue=queue.name, message_id=message.message_id, outcome="duplicate"))
         settler.delete(queue, message)
     fail_reused(settler, queue, admission.reused)
-    if admission.later and not admission.is_held:
+    if admission.later:
         settler.registry.count(queue.name, "IdempotencyInProgress", len(admission.later))
-    why = "held while the idempotency table fails" if admission.is_held else "is claimed elsewhere"
     for message, seconds in admission.later:
-        logger.info("queue=%s message=%s key=%s %s: visible again in %ds", queue.name, message.message_id,
-                    shown_key(message), why, seconds,
+        logger.info("queue=%s message=%s key=%s is claimed elsewhere: visible again in %ds", queue.name,
+                    message.message_id, shown_key(message), seconds,
                     extra=fields(queue=queue.name, message_id=message.message_id))
         settler.note_undelivered(message)
         settler.change_visibility(queue, message, seconds)
     if admission.lapsed:
         let_lapse(settler, queue, admission.lapsed, guard)
-    deliver, behind = split_behind(messages, admission.deliver, [message for message, _ in admission.later]
-                                   + admission.reused + admission.lapsed)
+    is_pending = set(id(message) for message, _ in admission.pending)
+    is_candidate = is_pending | set(map(id, admission.deliver))
+    candidates = [message for message in received if id(message) in is_candidate]
+    kept, behind = split_behind(received, candidates, [message for message, _ in admission.later]
+                                + admission.reused + admission.lapsed)
     if behind:
         settler.release(behind)
+    is_kept = set(map(id, kept))
+    pending = [pair for pair in admission.pending if id(pair[0]) in is_kept]
+    deliver = [message for message in kept if id(message) not in is_pending]
+    return keep_pending(settler, queue, received, deliver, pending, guard) if pending else deliver
+
+
+def keep_pending(settler: Actions, queue: SqsQueue, received: list[Message], deliver: list[Message],
+                 pending: list[tuple[Message, Claim]], guard: DeliveryGuard) -> list[Message]:
+    """Claims the table did not take are claimed again in place, their messages kept (leased) with, on a FIFO
+    queue, the group-mates behind them; returns the rest of `deliver`."""
+    deliver, riding = split_behind(received, deliver, [message for message, _ in pending])
+    is_carried = set(map(id, riding)) | set(id(message) for message, _ in pending)
+    carried = [message for message in received if id(message) in is_carried]
+    logger.debug("queue=%s %d idempotency claims not taken by the table: kept (with %d messages behind them) and "
+                 "claimed again in place", queue.name, len(pending), len(riding), extra=fields(queue=queue.name))
+    guard.retry(queue.name, carried, pending, lambda answer: readmit(settler, queue, carried, answer, guard))
     return deliver
+
+
+def readmit(settler: Actions, queue: SqsQueue, carried: list[Message], admission: Admission | None,
+            guard: DeliveryGuard) -> None:
+    """Messages kept after their receive while their claims were retried in place: what the claims said
+    (`carry_out`), the ones to deliver into their queue's buffer; all released (visible again now, the receive
+    not counted toward max_retries) if the retries were given up."""
+    if admission is None:
+        settler.release([message for message in carried if not message.settled])
+        return
+    deliver = carry_out(settler, queue, carried, admission, guard)
+    settler.let_go_settled(carried)
+    if deliver and not settler.hand_over(queue, deliver):
+        settler.release(deliver)
 
 
 def let_lapse(settler: Actions, queue: SqsQueue, messages: list[Message], guard: DeliveryGuard) -> None:

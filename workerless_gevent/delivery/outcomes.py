@@ -20,7 +20,7 @@ from ..message import Message
 from ..metrics import OVERALL, Registry
 from ..targets import Outcome, Result
 from .dead_letters import dead_letter
-from .keyed import DeliveryGuard, sort_out
+from .keyed import DeliveryGuard, HandOver, sort_out
 from .leases import Leases
 from .poller import Work
 from .queue import SqsQueue
@@ -37,8 +37,13 @@ Finish = Callable[[Work, set[str], bool], list[Message]]
 Note = Callable[[Message, str, dict[str, str | int]], None]
 
 
+
 def finish_nothing(work: Work, failed_groups: set[str], overloaded: bool) -> list[Message]:
     return []
+
+
+def hand_over_nothing(queue: SqsQueue, messages: list[Message]) -> bool:
+    return False
 
 
 class Settler:
@@ -53,6 +58,7 @@ class Settler:
         self.finish = finish  # the poller's: frees FIFO groups, returns buffered messages behind a failure
         self.counts = ReceiveCounts()  # receives that do not count toward max_retries
         self.note: Note | None = None  # [tracing]: a retry or a dead letter, as an event on the delivery's span
+        self.hand_over: HandOver = hand_over_nothing  # the poller's: messages whose claims were retried in place
 
     def admit(self, queue: SqsQueue, messages: list[Message]) -> list[Message]:
         """At receive: count, expire what is past its retention period, hold the rest. A bug on the way
@@ -89,11 +95,19 @@ class Settler:
                 self.delete(queue, message)
                 continue
             admitted.append(message)
-        if self.idempotency is not None and self.idempotency.has_key(queue.name) and admitted:
-            admitted = sort_out(self, queue, admitted, self.idempotency)
-        for message in admitted:
+        for message in admitted:  # kept hidden from now on, also while a claim is retried in place
             self.leases.hold(message)
+        if self.idempotency is not None and self.idempotency.has_key(queue.name) and admitted:
+            keyed = admitted
+            admitted = sort_out(self, queue, keyed, self.idempotency)
+            self.let_go_settled(keyed)
         return admitted
+
+    def let_go_settled(self, messages: list[Message]) -> None:
+        """The leases of messages that got their last action at receive (their heartbeat has stopped already)."""
+        for message in messages:
+            if message.settled:
+                self.leases.release(message)
 
     def start(self, work: Work, seconds: float) -> None:
         """A delivery starts: its messages are kept invisible only until it must have ended."""
@@ -216,8 +230,9 @@ class Settler:
                        queue.name, message.message_id, message.receive_count, target, outcome.error_type, outcome.error,
                        extra=fields(**ids, outcome="failure", error_type=outcome.error_type,
                                     receive_count=message.receive_count))
-        seconds = within_receipt_limit(message, retry_delay_seconds(queue, message))
-        if queue.name in self.dead_letter_queues and self.counts.counted(message) >= queue.config.max_retries:
+        tries = self.counts.counted(message)
+        seconds = within_receipt_limit(message, retry_delay_seconds(queue, tries))
+        if queue.name in self.dead_letter_queues and tries >= queue.config.max_retries:
             return "dead-letter", seconds  # the seconds serve if the copy cannot be made
         return "retry", seconds
 

@@ -28,6 +28,7 @@ import gevent.event
 from ..message import Message
 from ..metrics import Count
 from .ordering import Strategy
+from .queue import SqsQueue
 from .queue_state import QueueRow, QueueState, queue_row, take_buffered
 from .receiving import Admit, Receiver, Release, moving_average
 
@@ -140,6 +141,15 @@ class Poller:
         self.last_finish = now
         self.wake.set()
         return released
+
+    def hand_over(self, queue: SqsQueue, messages: list[Message]) -> bool:
+        """Messages of `queue` admitted after their receive (the settler's `hand_over`): into its buffer, or at a
+        stop to the stop's release; False if the queue is no longer in the poller (the caller releases them)."""
+        state = next((state for state in self.states if state.queue is queue), None)
+        if state is None:
+            return False
+        self.receiver.hand_over(state.receiving, messages)
+        return True
 
     def stop(self, release: Release) -> list[Message]:
         """Hand back every buffered message for the caller to release; what the receives still on their way

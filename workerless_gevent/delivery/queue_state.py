@@ -30,7 +30,8 @@ RETIRED_PAUSE_SECONDS = 3600.0  # what a retired queue tells the slots that drew
 
 class ReceiveHold(Protocol):
     """What holds a queue's receives back while a store its deliveries need is not usable (the idempotency
-    table's `idempotency.health.StoreHold`): the poller and the queue's watcher ask it before each receive."""
+    table's `idempotency.health.StoreHold`): the poller, the receiver and the queue's watcher ask it before each
+    receive. It holds receives only: what the queue has buffered is still delivered."""
 
     def hold_seconds(self) -> float:
         """Until the queue may receive again (0: now)."""
@@ -81,9 +82,11 @@ class QueueState:
         if seconds <= 0 and (self.fleet_gates or self.receive_hold is not None):  # when nothing local holds it back
             has_work = self.has_work()
             waits = [gate.wait_seconds(has_work) for gate in self.fleet_gates]
-            if self.receive_hold is not None:
+            # A hold holds receives, not what was received: a buffer is delivered (keyless messages as usual,
+            # claimed ones before their claims lapse), and the receiver starts no receive meanwhile.
+            if self.receive_hold is not None and not self.receiving.buffer:
                 waits.append(self.receive_hold.hold_seconds())
-            seconds = max(waits)
+            seconds = max(waits, default=0.0)
         return seconds
 
     def has_work(self) -> bool:

@@ -45,6 +45,10 @@ class Receiving:
     def __post_init__(self) -> None:
         self.is_fifo = self.queue.config.is_fifo
 
+    def is_held(self) -> bool:
+        """No new receive for now: a store outage holds it, or enough messages wait for their groups' cap."""
+        return self.hold_seconds() > 0 or self.is_full()
+
     def is_quiet(self) -> bool:
         """No receive on its way, and its watcher (if any) has ended its last long poll."""
         return not self.receives and not self.is_polling()

@@ -80,7 +80,7 @@ class Receiver:
         """Start receives on an emptied ready queue, one per batch the free slots can take at once
         (one round trip per batch would cap a queue at 10 messages per SQS latency); True while
         any is in flight."""
-        if not state.is_ready or state.buffer or state.watcher is not None or state.is_full():
+        if not state.is_ready or state.buffer or state.watcher is not None or state.is_held():
             return False  # a buffer held back by busy FIFO groups is the one batch we keep
         wanted = min(state.receive_width, -(-free_slots * state.take_size // self.batch_size))
         while state.receives < wanted:
@@ -93,7 +93,7 @@ class Receiver:
         is on its way (Little's law: the recent pace of deliveries times the receive round trip; on a
         real network that is several receives in flight, not one). `pace_seconds`: the time between two of
         the queue's deliveries ending, as the poller sees it."""
-        if not state.is_ready or state.watcher is not None or state.is_fifo or state.is_full():
+        if not state.is_ready or state.watcher is not None or state.is_fifo or state.is_held():
             return
         slots = free_slots + busy_slots
         soon = min(state.receive_seconds / pace_seconds, AHEAD_PER_SLOT * slots)
@@ -110,6 +110,10 @@ class Receiver:
         end). Returns how long until it may try again, 0 when receives are on their way or not needed."""
         if not state.is_ready or state.watcher is not None or state.short_failures:
             return 0.0
+        if (held := state.hold_seconds()) > 0:
+            return held
+        if state.is_full():
+            return 0.0  # a delivery that ends makes room, and wakes the poller
         retry = state.last_empty_at + FILL_RETRY_SECONDS - time.monotonic()
         if retry > 0 and not state.receives:
             return retry
@@ -118,6 +122,14 @@ class Receiver:
             self._start_receive(state)
             coming += self.batch_size
         return 0.0
+
+    def hand_over(self, state: Receiving, messages: list[Message]) -> None:
+        """Messages admitted after their receive (their claims retried in place) land as a receive's would."""
+        if self.release is not None:
+            self.release(messages)
+        else:
+            state.buffer.extend(messages)
+        self.wake.set()
 
     def _start_receive(self, state: Receiving) -> None:
         state.receives += 1

@@ -46,11 +46,13 @@ def remember(counts: OrderedDict[str, int], message_id: str) -> int:
     return count
 
 
-def retry_delay_seconds(queue: SqsQueue, message: Message) -> int:
-    """The error visibility timeout, doubled per receive under exponential backoff, capped at 12 h."""
+def retry_delay_seconds(queue: SqsQueue, tries: int) -> int:
+    """The error visibility timeout, doubled per try under exponential backoff, capped at 12 h. `tries` counts
+    as max_retries does (`ReceiveCounts.counted`): a receive that did not deliver the message, or an overload,
+    doubles nothing."""
     base = queue.config.error_visibility_timeout
     if queue.config.backoff == "exponential":
-        base = base * 2 ** min(message.receive_count - 1, 20)
+        base = base * 2 ** min(max(1, tries) - 1, 20)
     return int(min(base, MAX_VISIBILITY_SECONDS))
 
 

@@ -135,7 +135,7 @@ class Completions:
             log_unexpected(logger, "idempotency completions", error)
             self._again(chunk, f"{type(error).__name__}: {error}")
             return
-        self.health.answered()
+        self.health.succeeded()
         for success in chunk:
             if success.claim.slot in written:
                 success.delete()

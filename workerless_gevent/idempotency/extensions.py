@@ -59,6 +59,7 @@ class Extensions:
             self.health.failed(describe_error(error))
             self.note_failure(message, describe_error(error))
             return
+        self.health.succeeded()
         if not is_ours:
             logger.warning("queue=%s message=%s key=%s: its claim lapsed and another took the key; both may "
                            "deliver it", message.queue, message.message_id, shown_key(message),

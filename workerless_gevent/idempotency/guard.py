@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 
 import gevent
@@ -26,6 +26,7 @@ from .deadlines import claim_deadline, claim_seconds, has_lapsed, within_limits
 from .extensions import Extensions
 from .health import StoreHold, StoreHealth
 from .keys import claim_of, item_key, key_of, payload_digest, shown_key
+from .pending import PendingClaims
 from .store import Claim, IdempotencyStore, VerdictKind
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,8 @@ REMOVE_AT_ONCE = 10
 
 
 class Idempotency:
-    def __init__(self, config: Config, store: IdempotencyStore, count: Count, rng: random.Random) -> None:
+    def __init__(self, config: Config, store: IdempotencyStore, count: Count, rng: random.Random,
+                 stopping: gevent.event.Event | None = None) -> None:
         assert config.idempotency is not None
         self.config: IdempotencyConfig = config.idempotency
         self.specs: dict[str, KeySpec] = {}
@@ -46,9 +48,15 @@ class Idempotency:
         self.rng = rng
         self.health = StoreHealth(self.config, rng)
         self.wake: Callable[[], None] = lambda: None  # the poller's, once it is built: a probe answered
-        self.hold = StoreHold(self.health, store.probe, self.count_probe_failure, lambda: self.wake())
+        self.pending = PendingClaims(self.claim_keys, rng, stopping or gevent.event.Event())
+        self.hold = StoreHold(self.health, store.probe, self.count_probe_failure, self.resume)
         self.extensions = Extensions(store, self.health, count)
         self.completions = Completions(store, self.health, self.config.expires_after, count, rng)
+
+    def resume(self) -> None:
+        """A probe answered (or the table was made): the held queues receive again, the pending claims are tried."""
+        self.wake()
+        self.pending.nudge()
 
     def update(self, config: Config) -> None:
         """The queues' keys, at start and after a reload (a claimed message keeps the key it was claimed under)."""
@@ -62,9 +70,10 @@ class Idempotency:
         return queue in self.specs
 
     def claim(self, queue: str, messages: list[Message]) -> Admission:
-        """Read each message's key and claim the keys (one transaction); DynamoDB failing, `hold` keeps the
-        keyed messages hidden until the table is probed again, `deliver` delivers them without claims. The
-        admission keeps the receive's order (a FIFO group's messages are delivered in it, keyed or not)."""
+        """Read each message's key and claim the keys (one transaction). A claim the table throttles or fails
+        is `pending` (hold: `retry` claims it again in place, the message kept) or delivered without it
+        (deliver: at least once). The admission keeps the receive's order (a FIFO group's messages are
+        delivered in it, keyed or not)."""
         admission = Admission()
         spec, unwrap = self.specs[queue], self.unwraps[queue]
         keyed: dict[str, tuple[Message, Claim]] = {}
@@ -79,38 +88,35 @@ class Idempotency:
             if slot in keyed:  # the same key twice in one receive: the second waits for the first's claim
                 deferred[id(message)] = claim_seconds(message)
                 continue
-            keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", claim_deadline(message)))
-        if keyed and (self.health.is_waiting_for_table or self.health.is_holding):  # no claim can be made now
-            admission.is_held = True
-            deferred.update((id(message), self.health.hide_seconds()) for message, _ in keyed.values())
-        elif keyed:
+            keyed[slot] = (message, Claim(slot, f"{self.rng.getrandbits(64):016x}", 0, self.payload_hash(message)))
+        if keyed:
             self.claim_keys(queue, list(keyed.values()), admission, deferred)
-        undelivered = set(map(id, admission.duplicates + admission.reused + admission.lapsed))
-        for message in messages:
-            if id(message) in deferred:
-                admission.later.append((message, deferred[id(message)]))
-            elif id(message) not in undelivered:
-                admission.deliver.append(message)
+        admission.sort(messages, deferred)
         return admission
 
     def claim_keys(self, queue: str, pairs: list[tuple[Message, Claim]], admission: Admission,
                    deferred: dict[int, int]) -> None:
-        """One transaction for a receive's keys: each claimed message gets its token, each copy of a success
-        goes to `duplicates`, each key held elsewhere (or every key, the table failing while holding) to
-        `deferred`."""
-        if queue in self.payloads:  # validate_payload: the digest goes with the claim, once, and is kept for `complete`
-            pairs = [(message, replace(claim, payload_hash=self.payload_hash(message))) for message, claim in pairs]
-        try:
-            verdicts = self.store.claim_all([claim for _, claim in pairs])
-        except AWS_ERRORS as error:
-            self.count(queue, "IdempotencyStoreErrors", 1)
-            self.health.failed(describe_error(error))
-            if self.health.is_holding:
-                admission.is_held = True
-                deferred.update((id(message), self.health.hide_seconds()) for message, _ in pairs)
+        """One transaction for these keys: each claimed message gets its token, each copy of a success goes to
+        `duplicates`, each key held elsewhere to `deferred`, each claim the table did not take (holding) to
+        `pending`. validate_payload's digest goes with the claim, computed once, and is kept for `complete`."""
+        if self.health.is_waiting_for_table:  # the table is being made: no claim can be made yet
+            admission.pending.extend(pairs)
             return
-        self.health.answered()
-        for (message, claim), verdict in zip(pairs, verdicts):
+        # each try's deadline from its message's visibility now (the heartbeat extends it while a claim waits)
+        sent = [Claim(claim.slot, claim.token, claim_deadline(message), claim.payload_hash) for message, claim in pairs]
+        try:
+            verdicts = self.store.claim_all(sent)
+        except AWS_ERRORS as error:
+            self.failed(queue, describe_error(error))
+            if self.health.holds:
+                admission.pending.extend(pairs)
+            return
+        throttled = sum(1 for verdict in verdicts if verdict.kind is VerdictKind.THROTTLED)
+        if throttled:
+            self.failed(queue, f"ThrottlingError: {throttled} of {len(pairs)} claims throttled")
+        else:
+            self.health.succeeded()
+        for (message, claim), verdict in zip(zip([message for message, _ in pairs], sent), verdicts):
             if verdict.kind is VerdictKind.CLAIMED:
                 message.claim, message.payload_hash = claim.token, claim.payload_hash
                 if has_lapsed(message, claim):
@@ -119,12 +125,33 @@ class Idempotency:
                 admission.duplicates.append(message)
             elif verdict.kind is VerdictKind.REUSED:
                 admission.reused.append(message)
+            elif verdict.kind is VerdictKind.THROTTLED:
+                if self.health.holds:  # deliver: delivered without its claim
+                    admission.pending.append((message, claim))
             else:
                 deferred[id(message)] = within_limits(message, verdict.seconds)
 
+    def failed(self, queue: str, error: str) -> None:
+        self.count(queue, "IdempotencyStoreErrors", 1)
+        self.health.failed(error)
+
+    def retry(self, queue: str, carried: list[Message], pending: list[tuple[Message, Claim]],
+              done: Callable[[Admission | None], None]) -> None:
+        """Claim `pending` again in place, after a jittered back-off, until the table takes them; then `done`
+        with what `carried` (the pending ones and, on FIFO, the group-mates behind them) becomes, or None if the
+        retries were given up (a stop, the queue retired, SQS's receipt limit)."""
+        self.pending.retry(queue, carried, pending, done)
+
+    def abandon(self, queues: Collection[str]) -> None:
+        """A reload took these queues out: their claims retried in place are given up (`retry`'s `done`)."""
+        self.pending.abandon(queues)
+
     def count_probe_failure(self) -> None:
+        """A failed probe is one failed call, whatever the number of queues it holds: counted once, under the
+        first queue with a key."""
         for queue in self.specs:
             self.count(queue, "IdempotencyStoreErrors", 1)
+            return
 
     def is_claimed(self, message: Message) -> bool:
         """The message holds a claim of ours (taken at its receive, not yet completed or given up)."""
@@ -178,4 +205,4 @@ class Idempotency:
         if DynamoTable(self.store.dynamodb, self.config.table).wait_until_usable(stopping, self.rng,
                                                                           "nothing is claimed under a key"):
             self.health.is_table_ready = True
-            self.wake()
+            self.resume()

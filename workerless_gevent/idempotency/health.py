@@ -1,6 +1,8 @@
 """Whether the idempotency table answers, as a keyed queue's receives (`StoreHold`), /readyz and the status
 page ask it: one record per daemon, since every queue with a key shares the table. Throttling is a failure like an
-outage; while it lasts, holding queues receive nothing and the table is probed with a write of our own."""
+outage; while it lasts, holding queues receive nothing and the table is probed with a write of our own. Only a
+probe ends the hold: a table that throttles a share of its writes answers the others, and a write that got
+through says only that the next probe is due now."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ MAX_HOLD_SECONDS = 30.0
 TABLE_CHECK_SECONDS = 1.0  # while the table is made at start: how often the poller looks again
 PROBE_WAIT_SECONDS = 1.0  # while a probe is on its way: how often the poller looks again
 PROBE_TIMEOUT_SECONDS = 10.0  # a stalled probe counts as a failure
-MIN_HIDE_SECONDS = 2  # messages a receive brought while holding stay hidden at least this long
+MIN_PROBE_GAP_SECONDS = 1.0  # a write that got through brings the next probe forward, to at most one a second
 
 
 class StoreHealth:
@@ -35,6 +37,8 @@ class StoreHealth:
         self.last_error = ""
         self.retry_at = 0.0  # time.monotonic() before which a holding queue receives nothing
         self.is_table_ready = False  # the table exists (made if missing at start): claims may begin
+        self.probed_at = -math.inf  # time.monotonic() of the latest probe's end
+        self.due: Callable[[], None] = lambda: None  # the holding queues look again: a probe is due sooner
 
     @property
     def holds(self) -> bool:
@@ -58,8 +62,8 @@ class StoreHealth:
             self.failing_since = now
             if self.holds:
                 logger.warning("idempotency table %s failing (%s): nothing is delivered under a key until it answers "
-                               "(on_store_failure = \"hold\"); the messages stay in their queues", self.config.table,
-                               error)
+                               "(on_store_failure = \"hold\"); the keyed queues receive nothing meanwhile, and the "
+                               "claims it refused are retried in place", self.config.table, error)
             else:
                 logger.warning("idempotency table %s failing (%s): delivering without claims, at least once "
                                "(on_store_failure = \"deliver\"): copies may reach the app twice meanwhile",
@@ -67,18 +71,23 @@ class StoreHealth:
         seconds = backoff_seconds(self.failures, self.rng, MAX_HOLD_SECONDS, least_seconds=1.0)
         self.retry_at = now + max(1, round(seconds))
 
-    def hide_seconds(self) -> int:
-        """How long messages received while holding stay hidden: until the next probe may be made. Once hidden
-        they are not received again meanwhile, since the queue's receives wait for the probe."""
-        return max(MIN_HIDE_SECONDS, math.ceil(self.retry_at - time.monotonic()))
-
     def answered(self) -> None:
+        """A probe succeeded: the hold ends."""
         if self.failing_since is not None:
             logger.info("idempotency table %s answers again after %d failed calls in %.0fs", self.config.table,
                         self.failures, time.monotonic() - self.failing_since)
         self.failures = 0
         self.failing_since = None
         self.retry_at = 0.0
+
+    def succeeded(self) -> None:
+        """A claim, completion or extension the table took while it fails: the next probe is due now (a second
+        after the last at the soonest), and the holding queues hear it, so that a table back on its feet resumes
+        them at once, not after the probe's back-off (up to 30 s)."""
+        if self.failing_since is None:
+            return
+        self.retry_at = min(self.retry_at, max(time.monotonic(), self.probed_at + MIN_PROBE_GAP_SECONDS))
+        self.due()
 
     def problem(self) -> str:
         """Why a queue with a key delivers nothing now ('' while it may)."""
@@ -95,7 +104,8 @@ class StoreHold:
     receives nothing while the table is not usable, its watcher included (every receive spends one of a
     message's receives, and a queue's redrive policy dead-letters a message received too often, delivered or
     not). Once a back-off has passed, the table is probed with a write of the daemon's own, never with a
-    queue's messages; the first that succeeds resumes the queues (`wake`)."""
+    queue's messages; the first that succeeds resumes the queues (`wake`). What the queues received before is
+    not held: their buffers are delivered, and claims that failed are retried in place (`guard.Idempotency`)."""
 
     def __init__(self, health: StoreHealth, probe: Callable[[], None], count_error: Callable[[], None],
                  wake: Callable[[], None]) -> None:
@@ -104,6 +114,7 @@ class StoreHold:
         self.count_error = count_error
         self.wake = wake
         self.prober: gevent.Greenlet | None = None
+        health.due = wake
 
     def hold_seconds(self) -> float:
         """Until a queue with a key may receive again: 0 unless the table is not usable yet or fails (holding)."""
@@ -124,13 +135,16 @@ class StoreHold:
             with gevent.Timeout(PROBE_TIMEOUT_SECONDS, StoreTimeout(PROBE_TIMEOUT_SECONDS)):
                 self.probe()
         except (*AWS_ERRORS, StoreTimeout) as error:
+            self.health.probed_at = time.monotonic()
             self.count_error()
             self.health.failed(describe_error(error))
             return
         except Exception as error:  # a bug: the next back-off tries again, the queues stay held meanwhile
+            self.health.probed_at = time.monotonic()
             log_unexpected(logger, "idempotency table probe", error)
             self.health.failed(f"{type(error).__name__}: {error}")
             return
+        self.health.probed_at = time.monotonic()
         self.health.answered()
         self.wake()
 

@@ -20,7 +20,7 @@ IN_PROGRESS = "in_progress"
 COMPLETED = "completed"
 PAYLOAD = "payload_sha256"  # validate_payload: a completed item's SHA-256 (hex) of the payload that succeeded
 PROBE_SLOT = "probe/store-health"  # keys are "idempotency/<queue>/<key>" (keys.item_key): never this
-CLAIM_ROUNDS = 3  # a cancelled transaction is sent again without the items that failed their condition
+CLAIM_ROUNDS = 3  # a cancelled transaction is sent again without the items that failed their condition or throttled
 CONFLICT_WAIT_SECONDS = 2.0  # another transaction held the item as ours was made: look again this soon
 # A cancelled transaction's reasons that mean the table's capacity ran out (the item itself was not in the way)
 THROTTLED_REASONS = ("ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded")
@@ -40,6 +40,7 @@ class VerdictKind(enum.Enum):
     COMPLETED = "completed"  # a success is remembered
     REUSED = "reused"  # completed with another payload (validate_payload)
     BUSY = "busy"  # held elsewhere
+    THROTTLED = "throttled"  # the table's capacity ran out for this item: nothing written, claim it again later
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,7 @@ class Verdict:
 
 
 CLAIMED = Verdict(VerdictKind.CLAIMED)
+THROTTLED = Verdict(VerdictKind.THROTTLED)
 
 
 class IdempotencyStore:
@@ -60,9 +62,11 @@ class IdempotencyStore:
 
     def claim_all(self, claims: list[Claim]) -> list[Verdict]:
         """Claim each key `in progress` until its deadline where no live item holds it; raises the wire's
-        errors when DynamoDB fails. At most 100 claims (one transaction); their slots must differ."""
+        errors when DynamoDB fails as a whole. An item throttled inside a cancelled transaction is `THROTTLED`
+        (the others are sent again without it). At most 100 claims (one transaction); their slots must differ."""
         verdicts: list[Verdict | None] = [None] * len(claims)
         pending = list(range(len(claims)))
+        was_throttled = False
         for _ in range(CLAIM_ROUNDS):
             if not pending:
                 break
@@ -72,34 +76,37 @@ class IdempotencyStore:
             except botocore.exceptions.ClientError as error:
                 if error_code(error) != "TransactionCanceledException":
                     raise
-                pending = self.judge_cancelled(pending, error.response.get("CancellationReasons"), verdicts, now)
+                reasons = error.response.get("CancellationReasons")
+                was_throttled = is_throttled(reasons)
+                pending = self.judge_cancelled([(index, claims[index].token) for index in pending], reasons,
+                                               verdicts, now)
                 continue
             for index in pending:
                 verdicts[index] = CLAIMED
             pending = []
-        return [against_payload(claim, verdict or Verdict(VerdictKind.BUSY, CONFLICT_WAIT_SECONDS))
-                for claim, verdict in zip(claims, verdicts)]
+        # Still cancelled after the last round: behind another's throttled item, it is throttling too (the
+        # claim waits in place); behind a conflict, another claim was in the way at that instant.
+        left = THROTTLED if was_throttled else Verdict(VerdictKind.BUSY, CONFLICT_WAIT_SECONDS)
+        return [against_payload(claim, verdict or left) for claim, verdict in zip(claims, verdicts)]
 
     @staticmethod
-    def judge_cancelled(pending: list[int], reasons: object, verdicts: list[Verdict | None], now: int) -> list[int]:
-        """The claims to send again: those that failed nothing (cancelled with the rest) and those that met
-        another transaction; a failed condition gives its verdict from the item that failed it. Raises when
-        any item was throttled: the caller's back-off, not a second transaction at once."""
+    def judge_cancelled(pending: list[tuple[int, str]], reasons: object, verdicts: list[Verdict | None],
+                        now: int) -> list[int]:
+        """The claims (index, token) to send again: those that failed nothing (cancelled with the rest) and those
+        that met another transaction; a failed condition gives its verdict from the item that failed it, a
+        throttled item is `THROTTLED` (the table's capacity, not another claim: a store failure, never "held
+        elsewhere")."""
         if not isinstance(reasons, list) or len(reasons) != len(pending):
             raise botocore.exceptions.HTTPClientError(error=f"TransactWriteItems cancelled without a reason per "
                                                              f"item: {reasons!r:.200}")
-        throttled = [reason.get("Code") for reason in reasons
-                     if isinstance(reason, dict) and reason.get("Code") in THROTTLED_REASONS]
-        if throttled:  # the table's capacity, not another claim: a store failure, never "held elsewhere"
-            raise botocore.exceptions.ClientError(
-                {"Error": {"Code": str(throttled[0]), "Message": f"TransactWriteItems cancelled: {len(throttled)} "
-                                                                  f"of {len(reasons)} items throttled"}},
-                "TransactWriteItems")
         again = []
-        for index, reason in zip(pending, reasons):
+        for (index, token), reason in zip(pending, reasons):
+            code = reason.get("Code") if isinstance(reason, dict) else None
             item = reason.get("Item") if isinstance(reason, dict) else None
-            if isinstance(reason, dict) and reason.get("Code") == "ConditionalCheckFailed" and isinstance(item, dict):
-                verdicts[index] = verdict_of(item, now)
+            if code in THROTTLED_REASONS:
+                verdicts[index] = THROTTLED
+            elif code == "ConditionalCheckFailed" and isinstance(item, dict):
+                verdicts[index] = verdict_of(item, now, token)
             else:
                 again.append(index)
         return again
@@ -164,9 +171,19 @@ class IdempotencyStore:
                                   ExpressionAttributeValues={":at": {"N": str(int(time.time()) + 3600)}})
 
 
-def verdict_of(item: dict[str, Any], now: int) -> Verdict:
-    """What a live item that failed our claim's condition says."""
-    if item.get("state", {}).get("S") == COMPLETED:
+def is_throttled(reasons: object) -> bool:
+    """A cancelled transaction's reasons name throttling for at least one item."""
+    return isinstance(reasons, list) and any(isinstance(reason, dict) and reason.get("Code") in THROTTLED_REASONS
+                                             for reason in reasons)
+
+
+def verdict_of(item: dict[str, Any], now: int, token: str = "") -> Verdict:
+    """What a live item that failed our claim's condition says. An `in progress` item with our own token is our
+    claim: an earlier try of it was written though its answer never came back (a timeout, a reset)."""
+    state = item.get("state", {}).get("S")
+    if token and state == IN_PROGRESS and item.get("owner", {}).get("S") == token:
+        return CLAIMED
+    if state == COMPLETED:
         return Verdict(VerdictKind.COMPLETED, payload_hash=str(item.get(PAYLOAD, {}).get("S", "")))
     try:
         expires = int(item.get(EXPIRES, {}).get("N", "0"))

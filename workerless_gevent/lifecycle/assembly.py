@@ -6,6 +6,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+import gevent.event
+
 from ..aws.clients import Clients
 from ..config.model import Config, HttpTargetConfig, QueueConfig, TargetConfig
 from ..delivery.payloads import PayloadStore, Preparer
@@ -107,7 +109,8 @@ def queue_info(queue: SqsQueue, clients: Clients) -> QueueInfo:
     return QueueInfo(name=queue.name, arn=queue.arn, region=clients.region, is_fifo=queue.config.is_fifo)
 
 
-def build_idempotency(config: Config, clients: Clients, registry: Registry, rng: random.Random) -> Idempotency | None:
+def build_idempotency(config: Config, clients: Clients, registry: Registry, rng: random.Random,
+                      stopping: gevent.event.Event) -> Idempotency | None:
     """[idempotency] on the daemon's DynamoDB client, or on one built now (a reload that adds it)."""
     if config.idempotency is None:
         return None
@@ -117,5 +120,5 @@ def build_idempotency(config: Config, clients: Clients, registry: Registry, rng:
     if dynamodb is None:  # never delivered without the claims the configuration asks for
         raise StartupError("[idempotency] needs a restart (the daemon started without a DynamoDB client and cannot "
                            "build one now)")
-    return Idempotency(config, IdempotencyStore(dynamodb, config.idempotency.table), registry.count, rng)
+    return Idempotency(config, IdempotencyStore(dynamodb, config.idempotency.table), registry.count, rng, stopping)
 

@@ -31,7 +31,7 @@ from . import hangup
 from .assembly import Parts, config_warnings
 from .runtime import settle_runtime
 from .engine import Engine
-from .reload import reload_configuration
+from .reload import reload_configuration, run_reload
 from .stopping import BACKGROUND_JOIN_SECONDS, Stop, StopDeadline
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class Daemon:
             gevent.wait([self.stopping, self.reload_requested], count=1)
             if self.reload_requested.is_set() and not self.stopping.is_set():
                 self.reload_requested.clear()
-                self.reload()
+                run_reload(self.reload, self.stopping, lambda: self.deadline)
         self.shut_down()
         self.stopped.set()
         gevent.joinall(background, timeout=self.deadline.remaining(cap=BACKGROUND_JOIN_SECONDS))
@@ -136,13 +136,13 @@ class Daemon:
         self.log_stop(time.monotonic() - started)
         return 0
 
-    def reload(self) -> None:
+    def reload(self, applying: Callable[[], None]) -> None:
         if self.load_config is None:
             logger.info("SIGHUP: this daemon has no configuration to read again")
             return
         logger.info("SIGHUP: reading %s again", self.config.source)
         try:
-            self.config = reload_configuration(self.engine, self.config, self.load_config)
+            self.config = reload_configuration(self.engine, self.config, self.load_config, applying)
         except Exception:  # a bug in the reload must not take the deliveries in flight down with it
             self.registry.count(OVERALL, "InternalErrors")
             logger.error("reload failed unexpectedly; queues it took out may stay unserved until a restart",

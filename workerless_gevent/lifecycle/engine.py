@@ -54,7 +54,8 @@ class Engine:
         self.stopping = stopping
         self.request_stop = request_stop
         self.parts = build_parts(config, clients, registry, rng)
-        self.idempotency = build_idempotency(config, clients, registry, rng)
+        self.idempotency = build_idempotency(config, clients, registry, rng, stopping)
+        self.replaced_idempotency: list[Idempotency] = []  # a reload's predecessors: their last completions at stop
         self.leases = Leases(self.parts.queues, self.idempotency.extend if self.idempotency else None)
         self.settler = Settler(self.parts.queues, self.parts.dead_letter_queues, registry, self.leases,
                                idempotency=self.idempotency)
@@ -81,6 +82,7 @@ class Engine:
                         poll_for_seconds=polling.poll_for, sleep_seconds=polling.sleep, rng=self.rng,
                         stopping=self.stopping, admit=self.settler.admit, count=self.registry.count)
         self.settler.finish = poller.finish
+        self.settler.hand_over = poller.hand_over
         if self.idempotency is not None:  # a probe that answers resumes the held queues at once
             self.idempotency.wake = poller.wake.set
         return poller
@@ -120,6 +122,8 @@ class Engine:
         if self.table_maker is not None:
             self.table_maker.kill(block=False)
             self.table_maker = None
+        if self.idempotency is not None:
+            self.replaced_idempotency.append(self.idempotency)
         self.idempotency = self.settler.idempotency = idempotency
         self.leases.extend_claims = idempotency.extend if idempotency is not None else None
         if idempotency is not None:
@@ -154,6 +158,8 @@ class Engine:
         """Take queues out of the poller: nothing more is received from them or taken from their buffers,
         which are released now; their deliveries go on."""
         retired = self.poller.retire(names)
+        if self.idempotency is not None:  # their claims retried in place are given up, their messages released
+            self.idempotency.abandon(names)
         self.draining.extend(retired)
         self.release_buffers(retired)
         return retired

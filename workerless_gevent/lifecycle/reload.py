@@ -12,7 +12,11 @@ cannot be resolved refuses the whole reload in one ERROR line, and the running c
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection
+
+import gevent
+import gevent.event
 
 from ..aws.clients import lambda_read_timeout
 from ..config.changes import Changes, compare
@@ -25,13 +29,39 @@ from .assembly import (build_idempotency, build_target, connection_warnings, res
                        resolve_queue)
 from .draining import DRAIN_CHECK_SECONDS
 from .engine import Engine
+from .stopping import KILL_SECONDS, StopDeadline
 from .successors import Successors
 
 logger = logging.getLogger(__name__)
 
+TAKE_OVER_SECONDS = 5.0  # the running table's last `completed` writes, while it answers, before its successor
 
-def reload_configuration(engine: Engine, running: Config, load: Callable[[], Config]) -> Config:
-    """The configuration running afterwards: the loaded one, or `running` if the reload is refused."""
+
+def run_reload(reload: Callable[[Callable[[], None]], None], stopping: gevent.event.Event,
+               deadline: Callable[[], StopDeadline]) -> None:
+    """One reload (`reload`, told when it starts `applying`), in a greenlet of its own so that a stop never waits
+    for what it waits on (a queue to resolve, a target to build): a stop abandons a reload that has changed
+    nothing yet, in one line, and one applying its changes ends at its next wait for queues to drain, at the
+    latest at the stop's cut."""
+    is_applying = gevent.event.Event()
+    greenlet = gevent.spawn(reload, is_applying.set)
+    gevent.wait([greenlet, stopping], count=1)
+    if greenlet.dead:
+        return
+    if is_applying.is_set():
+        greenlet.join(timeout=deadline().remaining(deadline().cut))
+    greenlet.kill(block=True, timeout=deadline().remaining(cap=KILL_SECONDS))
+    if is_applying.is_set():
+        logger.warning("stop requested during a reload: the reload is abandoned; the queues it took out stop with "
+                       "the others")
+    else:
+        logger.warning("stop requested during a reload: the reload is abandoned, the running configuration stays")
+
+
+def reload_configuration(engine: Engine, running: Config, load: Callable[[], Config],
+                         applying: Callable[[], None] = lambda: None) -> Config:
+    """The configuration running afterwards: the loaded one, or `running` if the reload is refused. `applying`
+    hears when it starts changing the running configuration (before that, abandoning it changes nothing)."""
     try:
         config = load()
     except ConfigError as error:
@@ -55,6 +85,7 @@ def reload_configuration(engine: Engine, running: Config, load: Callable[[], Con
     except StartupError as error:
         logger.error("reload refused, the running configuration stays: %s", error)
         return running
+    applying()
     if {"log_format", "log_level"} & set(changes.settings):
         configure_logging(config.log_format, config.log_level)
     for warning in connection_warnings(config):
@@ -70,7 +101,7 @@ def prepare(engine: Engine, config: Config, changes: Changes) -> Successors:
     cannot be."""
     refuse_missing_clients(engine, config, changes)
     # Built now, not yet used: no claim is made in its table before the running one's claims have ended
-    idempotency = build_idempotency(config, engine.clients, engine.registry, engine.rng) \
+    idempotency = build_idempotency(config, engine.clients, engine.registry, engine.rng, engine.stopping) \
         if changes.is_idempotency else None
     parts, clients = engine.parts, engine.clients
     queues = dict.fromkeys(changes.removed_queues, None)
@@ -158,16 +189,19 @@ def apply(engine: Engine, config: Config, changes: Changes, successors: Successo
 
 
 def take_over_claims(engine: Engine, successor: Idempotency | None) -> bool:
-    """With the queues that claimed drained, the running [idempotency]'s last successes are written `completed`
-    in its own table (their deletes wait for that); then `successor` takes over. False if stopping first (the
-    stop then writes them)."""
+    """With the queues that claimed drained, `successor` takes over. The running [idempotency]'s last successes
+    get a few seconds to be written `completed` in its own table while it answers; those still on their way then
+    go on beside the successor (their deletes wait for them, and the stop writes what is left), so that a failing
+    table, the very one an operator moves off, holds no keyed queue back. False if stopping first."""
     running = engine.idempotency
-    if running is not None and running.completions.left():
-        logger.info("reload: %d successes still being written to idempotency table %s before the new "
-                    "[idempotency] takes over", running.completions.left(), running.config.table)
-    while running is not None and running.completions.left():
+    until = time.monotonic() + TAKE_OVER_SECONDS
+    while running is not None and running.completions.left() and not running.health.failing_since \
+            and time.monotonic() < until:
         if engine.stopping.wait(DRAIN_CHECK_SECONDS):
             return False
+    if running is not None and running.completions.left():
+        logger.info("reload: %d successes still being written to idempotency table %s: the new [idempotency] "
+                    "takes over beside them", running.completions.left(), running.config.table)
     engine.use_idempotency(successor)
     return True
 

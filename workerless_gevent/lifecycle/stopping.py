@@ -87,8 +87,10 @@ class Stop:
         self.wait_for_receives()
         background = [gevent.spawn(engine.fleet.leave)]  # nothing runs under the shares any more
         background += [gevent.spawn(flush, deadline.remaining()) for flush in self.final_flushes]
-        if engine.idempotency is not None:  # the last successes' `completed` writes, which their deletes wait for
-            engine.idempotency.completions.drain(deadline.remaining(deadline.completions_until))
+        # the last successes' `completed` writes, which their deletes wait for (a reload's predecessors' too)
+        for idempotency in [*engine.replaced_idempotency, engine.idempotency]:
+            if idempotency is not None:
+                idempotency.completions.drain(deadline.remaining(deadline.completions_until))
         gevent.joinall([greenlet for greenlet, _ in self.releases],
                        timeout=deadline.remaining(deadline.completions_until))
         gevent.joinall([gevent.spawn(queue.flush, deadline.remaining()) for queue in self.queues()])
