@@ -37,7 +37,6 @@ Finish = Callable[[Work, set[str], bool], list[Message]]
 Note = Callable[[Message, str, dict[str, str | int]], None]
 
 
-
 def finish_nothing(work: Work, failed_groups: set[str], overloaded: bool) -> list[Message]:
     return []
 
@@ -170,8 +169,7 @@ class Settler:
                 self.delete(queue, message)
             return
         if outcome.result is Result.RELEASED:  # SQS hands it out again after the failed one before it in its group
-            self.note_undelivered(message)
-            self.change_visibility(queue, message, 0)
+            self.release([message])
             return
         action, seconds = self.fail(queue, message, outcome, target)
         if self.note is not None:
@@ -239,8 +237,6 @@ class Settler:
     def release(self, messages: list[Message], delivered: bool = False) -> None:
         """Visible again now. Received but never started (stopping, or behind a failed or hidden FIFO message):
         a receive that did not deliver it does not count toward its max_retries; `delivered` (`abandon`): it does."""
-        if not messages:
-            return
         if self.idempotency is not None:
             self.idempotency.give_up(messages)  # their claims at once, not one by one
         for message in messages:
