@@ -8,7 +8,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
@@ -31,6 +31,7 @@ class SqsCall:
     ended: float = 0.0
     fault: str | None = None
     status: int = 0
+    message_ids: list[str] = field(default_factory=list)  # received, or named by a batch call's entries
 
 
 def error_reply(status: int, code: str, message: str) -> Reply:
@@ -79,21 +80,27 @@ class SqsServer:
         self.calls.append(call)
         fault = self.plan.choose(action)
         call.fault = fault.kind if fault else None
+        call.message_ids = [str(entry.get("ReceiptHandle", "")).split("#")[0] for entry in params.get("Entries", [])
+                            if "ReceiptHandle" in entry]
         try:
             reply = self.faulted(fault, environ, action, params)
             call.status = reply[0]
         finally:
             call.ended = time.monotonic()
+        if action == "ReceiveMessage" and reply[0] == 200:
+            call.message_ids = [message["MessageId"] for message in json.loads(reply[2]).get("Messages", [])]
         if fault is not None and fault.kind == "reset_after":
             reset(environ)  # the call took effect, the client sees its connection reset
         return reply
 
     def faulted(self, fault: Fault | None, environ: dict[str, Any], action: str, params: dict[str, Any]) -> Reply:
+        if fault is not None:
+            self.plan.hold(fault.latency)
         if fault is not None and fault.kind in ERRORS:
             status, code = ERRORS[fault.kind]
             return error_reply(status, code, "injected by the explorer")
-        if fault is not None and fault.seconds:
-            gevent.sleep(fault.seconds)
+        if fault is not None:
+            self.plan.hold(fault.seconds)
         if fault is not None and fault.kind in ("reset", "stall_reset"):
             reset(environ)
         return self.answer(action, params)
