@@ -46,8 +46,9 @@ def released(facts: Facts, receive: Receive) -> bool:
 
 
 def deferred(receive: Receive) -> bool:
-    """Its key's claim was answered and refused (held elsewhere, or completed): the copy waits, by design."""
-    return bool(receive.claims) and not receive.claimed and not any(call.failed for call in receive.claims)
+    """Not delivered while the table answered for its key: a copy waiting behind its key's claim elsewhere, by
+    design. (The claims are known by the key's slot, which copies share: any answered one excuses.)"""
+    return not receive.deliveries and any(not call.failed for call in receive.claims)
 
 
 def excused(facts: Facts, fate: Fate, receive: Receive) -> bool:
