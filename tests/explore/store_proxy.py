@@ -7,9 +7,9 @@ Fault kinds: `throughput` (ProvisionedThroughputExceededException), `throttling`
 ProvisionedThroughputExceeded reasons; other calls: ThrottlingException), `cancel_throttle_one` (cancelled for one
 item's ThrottlingError, the others' reasons None; other calls: ProvisionedThroughputExceededException),
 `conflict` (a TransactWriteItems cancelled with one TransactionConflict reason; other calls go through),
-`error` (500), `unavailable` (503), `reset`, `reset_after` (the call took effect, the answer is a reset), `stall` (held, then forwarded; kept
-shorter than the daemon's DynamoDB read timeout), `stall_reset` (held, then reset, never forwarded) and `slow`
-(latency added, then forwarded or faulted by the next mode).
+`error` (500), `unavailable` (503), `reset`, `reset_after` (the call took effect, the answer is a reset),
+`stall` (held, then forwarded; kept shorter than the daemon's DynamoDB read timeout), `stall_reset` (held, then
+reset, never forwarded) and `slow` (latency added, then forwarded or faulted by the next mode).
 Control-plane calls (DescribeTable, CreateTable, the TTL calls) are never faulted: they often answer
 while writes throttle, which is why a health probe must be a write (RUNTIME-NOTES)."""
 
