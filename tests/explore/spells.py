@@ -24,7 +24,8 @@ PARTIAL_STORE = (("TransactWriteItems", ("cancel_throttle",)),
                  ("BatchWriteItem", ("throughput", "throttling")), ("UpdateItem", ("throughput", "cancel_throttle")),
                  ("DeleteItem", ("throttling", "error")), ("PutItem", ("throughput",)))
 PARTIAL_SQS = (("ChangeMessageVisibilityBatch", ("error", "throttle")), ("DeleteMessageBatch", ("unavailable",)),
-               ("ReceiveMessage", ("throttle", "error")), ("ChangeMessageVisibilityBatch", ("unavailable",)))
+               ("ReceiveMessage", ("throttle", "error")), ("ChangeMessageVisibilityBatch", ("unavailable", "entries")),
+               ("DeleteMessageBatch", ("entries",)))
 SLOW_SECONDS = (0.02, 0.4)  # a slow call's added latency: a far region, a busy endpoint
 STALLED_FOR_GOOD = (40.0, 60.0)  # a call that does not answer within the run (the stop must not wait for it)
 

@@ -12,7 +12,8 @@
   error_visibility_timeout x 2^(tries - 1), tries counted as max_retries counts them: the receives that
   attempted it and those SQS spent (a lost answer, a lapse), not those that only met an overload, nor those
   the daemon released, deferred or held (a message released ten times behind a poison group-mate waits
-  error_visibility_timeout after its own first failure, not 2^10 times that).
+  error_visibility_timeout after its own first failure, not 2^10 times that). A change to the queue's
+  visibility timeout is not judged: a lease extension sets that too.
 """
 
 from __future__ import annotations
@@ -88,11 +89,15 @@ def backoff_counted(facts: Facts, fate: Fate) -> list[tuple[str, str]]:
     base = schedule.error_visibility_timeout
     if schedule.backoff != "exponential" or base == 0:
         return []
+    extensions = {schedule.visibility_timeout + bump for bump in range(len(facts.run.reloads) + 1)}
     for receive in fate.receives:
         failed = [d for d in receive.deliveries if d.answered and not d.succeeded and d.status not in OVERLOADS]
         if not failed:
             continue
-        after = [event.seconds or 0 for event in visibility_changes(facts, receive) if event.at >= failed[0].answered]
+        # A lease extension (the queue's visibility timeout) may still come while the failure settles (a claim
+        # given up first, a change SQS refused): only the other changes are the back-off.
+        after = [event.seconds or 0 for event in visibility_changes(facts, receive)
+                 if event.at >= failed[0].answered and event.seconds not in extensions]
         index = fate.receives.index(receive)
         tries = sum(1 for earlier in fate.receives[:index + 1] if counts_as_try(facts, fate, earlier))
         bound = min(MAX_VISIBILITY_SECONDS, base * 2 ** max(0, tries - 1))
