@@ -9,7 +9,9 @@ named after what it makes, and says which finding of issue 48 it reproduces on t
 - stop_during_reload (finding 2): a SIGHUP that adds a queue by name whose GetQueueUrl never answers (at times a
   second SIGHUP), then a SIGTERM while the reload waits on it. Breaks stop-deadline.
 - fifo_batch_payloads (finding 4): a FIFO queue with large_payloads delivered in batches (batch HTTP or Lambda),
-  one message's S3 object missing with group-mates after it. Breaks dead-lettered-undelivered."""
+  one message's S3 object missing with group-mates after it. Breaks dead-lettered-undelivered.
+- released_backoff (finding 5): exponential back-off on a FIFO group of poison messages, the later ones
+  released behind the first until it is dead-lettered, then failing themselves. Breaks backoff-counted."""
 
 from __future__ import annotations
 
@@ -89,6 +91,15 @@ def fifo_batch_payloads(seed: int) -> Schedule:
     return with_timeline(schedule, [Step(rng.uniform(6.0, 8.0), "stop")])
 
 
+def released_backoff(seed: int) -> Schedule:
+    rng = random.Random(f"released_backoff:{seed}")
+    mates = rng.randint(1, 3)  # released behind the poison head of their group, then failing themselves
+    messages = tuple(MessageSpec(serial, None, "g0", 0.0, True) for serial in range(1 + mates))
+    schedule = base(seed, "released_backoff", rng, fifo=True, messages=messages, dead_letter_queue=True,
+                    max_retries=3, backoff="exponential", batch_size=10)
+    return with_timeline(schedule, [Step(rng.uniform(6.0, 8.0), "stop")])
+
+
 def with_timeline(schedule: Schedule, timeline: list[Step]) -> Schedule:
     return replace(schedule, timeline=tuple(sorted(timeline, key=lambda step: step.at)))
 
@@ -98,5 +109,8 @@ SCENARIOS = {"throttled_claims": Scenario("issue 48, 1: a partly throttled table
              "stop_during_reload": Scenario("issue 48, 2: a SIGTERM during a stalled reload misses its deadline",
                                             "stop-deadline", stop_during_reload),
              "fifo_batch_payloads": Scenario("issue 48, 4: a FIFO batch fails the group-mates of a payload that "
-                                             "cannot be fetched", "dead-lettered-undelivered", fifo_batch_payloads)}
-CI_SEEDS = {"throttled_claims": (0, 1, 2), "stop_during_reload": (0, 1, 2), "fifo_batch_payloads": (0, 1, 2)}
+                                             "cannot be fetched", "dead-lettered-undelivered", fifo_batch_payloads),
+             "released_backoff": Scenario("issue 48, 5: back-off doubles on receives max_retries does not count",
+                                          "backoff-counted", released_backoff)}
+CI_SEEDS = {"throttled_claims": (0, 1, 2), "stop_during_reload": (0, 1, 2), "fifo_batch_payloads": (0, 1, 2),
+            "released_backoff": (0, 1)}

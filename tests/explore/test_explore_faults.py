@@ -14,8 +14,9 @@ Two tests, each run by the CI:
   unit (slow), its schedules all at once. WORKERLESS_EXPLORE_BLOCKS=N runs N blocks (e.g. 25: a thousand
   schedules, locally), WORKERLESS_SEED_BASE=N shifts the seeds, to explore others.
 - test_scenario: the scenarios of `scenarios.py`, each a schedule family fixed on one partial fault of issue 48
-  (a partly throttled table, a SIGTERM during a stalled reload, a FIFO batch with a payload missing): on the code
-  before that issue's fixes each finds its bug, after them each keeps every invariant.
+  (a partly throttled table, a SIGTERM during a stalled reload, a FIFO batch with a payload missing, back-off
+  behind a poison group-mate): on the code before that issue's fixes (18d15f8) each finds its bug, after them
+  each keeps every invariant.
   WORKERLESS_SCENARIO_SEEDS=N runs seeds 0..N-1 of each instead of `scenarios.CI_SEEDS`.
 
 A failing schedule is printed with its schedule, its findings and the daemon's log lines about it, and replays
