@@ -31,7 +31,7 @@ STALLED_FOR_GOOD = (40.0, 60.0)  # a call that does not answer within the run (t
 
 
 def app_steps(rng: random.Random, stop_at: float) -> list[Step]:
-    names, weights = zip(*APP_MODES)
+    names, weights = [name for name, _ in APP_MODES], [weight for _, weight in APP_MODES]
     return [Step(rng.uniform(0.0, stop_at), "app", app_mode=rng.choices(names, weights)[0])
             for _ in range(rng.randint(0, 3))]
 
