@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from .app import Delivery
 from .run import Run
-from .schedule import MessageSpec, short_key
-from .store_proxy import StoreCall
+from .schedule import MessageSpec
+from .store_proxy import STORE_FAILURES, StoreCall
 
 
 @dataclass
@@ -21,6 +21,7 @@ class Receive:
     at: float
     until: float  # the message's next receive (inf: none)
     keyed: bool  # received under a configuration with the queue's key
+    handle: str = ""
     deliveries: list[Delivery] = field(default_factory=list)
     claims: list[StoreCall] = field(default_factory=list)  # TransactWriteItems naming its slot
 
@@ -61,7 +62,7 @@ class Facts:
     run: Run
     fates: list[Fate]
     completed_at: dict[str, float]  # slot -> when the table first held it `completed`
-    episodes: dict[int, int]  # id(StoreCall) of a failed call -> its outage (a run of failed calls)
+    episodes: dict[int, int]  # id(StoreCall) of a failed call -> its outage (`outage_episodes`)
 
     def claims_of(self, fate: Fate) -> list[StoreCall]:
         """Every claim (TransactWriteItems) naming this message's slot."""
@@ -71,8 +72,14 @@ class Facts:
     def completed(self, fate: Fate) -> float | None:
         return self.completed_at.get(fate.slot) if fate.key is not None else None
 
+    def at(self, moment: float | None) -> str:
+        """A moment as the findings show it: seconds from the daemon's start."""
+        return "never" if moment is None else f"{moment - self.run.started:.2f}s"
+
 
 def key_of(run: Run, spec: MessageSpec, message_id: str) -> str | None:
+    if spec.payload and run.schedule.key == "body:order.id":
+        return None  # the key is read from the body received, an S3 pointer: the message has none
     return {"body:order.id": spec.key, "message_id": message_id, "dedup_id": f"d{spec.serial}"}.get(
         run.schedule.key or "", None)
 
@@ -98,11 +105,29 @@ def completions(calls: list[StoreCall]) -> dict[str, float]:
     return done
 
 
-def outage_episodes(calls: list[StoreCall]) -> dict[int, int]:
+def store_spells(run: Run) -> list[tuple[float, float]]:
+    """When the schedule had DynamoDB failing in whole or in part (monotonic times), merged."""
+    steps = [step for step in run.schedule.timeline if step.what == "store"]
+    spells: list[tuple[float, float]] = []
+    for step, following in zip(steps, [*steps[1:], None]):
+        if any(set(mode.kinds) & STORE_FAILURES for mode in step.modes):
+            start, end = run.started + step.at, run.started + following.at if following else math.inf
+            if spells and spells[-1][1] >= start:
+                start = spells.pop()[0]
+            spells.append((start, end))
+    return spells
+
+
+def outage_episodes(calls: list[StoreCall], spells: list[tuple[float, float]]) -> dict[int, int]:
+    """A failed call's outage: the spell of faults it came in (a share of the calls failing is one outage while
+    it lasts), else its run of failed calls."""
     episodes: dict[int, int] = {}
-    number, failing = 0, False
+    number, failing = len(spells), False
     for call in sorted(calls, key=lambda call: call.arrived):
-        if call.failed:
+        spell = next((index for index, (start, end) in enumerate(spells) if start <= call.arrived < end), None)
+        if call.failed and spell is not None:
+            episodes[id(call)] = spell
+        elif call.failed:
             number += 0 if failing else 1
             failing = True
             episodes[id(call)] = number
@@ -128,7 +153,7 @@ def gather(run: Run) -> Facts:
     by_id = {fate.message_id: fate for fate in fates}
     fill_events(run, by_id)
     fill_receives(run, by_id, calls)
-    return Facts(run, fates, completions(calls), outage_episodes(calls))
+    return Facts(run, fates, completions(calls), outage_episodes(calls, store_spells(run)))
 
 
 def fill_events(run: Run, by_id: dict[str, Fate]) -> None:
@@ -142,7 +167,7 @@ def fill_events(run: Run, by_id: dict[str, Fate]) -> None:
         if fate is None or event.queue != names.queue:
             continue
         if event.kind == "receive":
-            fate.receives.append(Receive(event.at, math.inf, keyed_at(run, event.at)))
+            fate.receives.append(Receive(event.at, math.inf, keyed_at(run, event.at), event.handle))
         elif event.kind == "delete" and fate.deleted_at is None:
             fate.deleted_at = event.at
         elif event.kind == "moved":
@@ -154,11 +179,15 @@ def fill_events(run: Run, by_id: dict[str, Fate]) -> None:
 
 
 def event_serial(run: Run, message_id: str) -> int:
+    """The serial of a dead letter's copy: from its body, or from the S3 key of the pointer it holds."""
     queue = run.sqs.model.queues[run.names.dead_letter]
     body = next((m.body for m in queue.messages if m.message_id == message_id), "")
     try:
-        return int(json.loads(body).get("n", -1))
-    except (ValueError, AttributeError):
+        document = json.loads(body)
+        if isinstance(document, list):
+            return int(str(document[1]["s3Key"]).rsplit("-", 1)[-1])
+        return int(document.get("n", -1))
+    except (ValueError, AttributeError, LookupError, TypeError):
         return -1
 
 
@@ -194,44 +223,3 @@ def fill_receives(run: Run, by_id: dict[str, Fate], calls: list[StoreCall]) -> N
             receive.deliveries = [d for d in fate.deliveries if came_from(d, fate.receives, receive)]
             receive.claims = [call for call in claims_by_slot.get(fate.slot, [])
                               if receive.at <= call.arrived < receive.until] if fate.key else []
-
-
-HISTORY_ENTRIES = 40
-
-
-def history(facts: Facts, fate: Fate) -> str:
-    """One message's life as the three records saw it, timed from the daemon's start: for a finding's reader."""
-    run = facts.run
-    entries: list[tuple[float, str]] = []
-    for event in run.sqs.model.events:
-        if event.message_id == fate.message_id:
-            seconds = f" {event.seconds}s" if event.seconds is not None and event.kind != "receive" else ""
-            if event.kind == "receive":  # its number, as the handle carries it
-                seconds = f" {event.handle.split('#')[1]}"
-            entries.append((event.at, f"sqs {event.kind}{seconds}{' (old handle)' if event.stale else ''}"
-                                      f"{' ' + event.detail if event.detail else ''}"))
-    if fate.copied_at is not None:
-        entries.append((fate.copied_at, "sqs dead-letter copy sent"))
-    for delivery in fate.deliveries:
-        refused = f" ({delivery.refused})" if delivery.refused else ""
-        entries.append((delivery.arrived, f"app request (receive {delivery.receive_count}) -> "
-                                          f"{delivery.status or 'no answer'}{refused}"))
-    for call in run.store.calls:
-        if fate.slot and fate.slot in call.slots:
-            index = call.slots.index(fate.slot)
-            state = " ".join(part for part in (call.states[index], call.owners[index][:6]) if part)
-            outcome = f"fault {call.fault}" if call.fault else str(call.status)
-            late = f" (answered at {call.ended - run.started:.2f}s)" if call.ended - call.arrived > 0.5 else ""
-            entries.append((call.arrived, f"dynamodb {call.action}{' ' + state if state else ''} -> {outcome}{late}"))
-    entries.sort(key=lambda entry: entry[0])
-    shown = entries[:HISTORY_ENTRIES]
-    more = f"\n      ... {len(entries) - len(shown)} more" if len(entries) > len(shown) else ""
-    return "\n".join(f"      {at - run.started:6.2f}s {text}" for at, text in shown) + more
-
-
-def every_history(run: Run) -> str:
-    """Each message's history (a replay prints them all)."""
-    facts = gather(run)
-    return "\n".join(f"  #{fate.spec.serial} ({fate.message_id[:8]}, key {short_key(fate.key)}"
-                     f"{', group ' + fate.spec.group if fate.spec.group else ''}):\n{history(facts, fate)}"
-                     for fate in facts.fates)

@@ -7,14 +7,16 @@
 - after-completed: nothing is delivered after its key was completed (idempotent queues, hold);
 - fifo-order: within a group a message is not delivered before every earlier one of its group is done
   (succeeded, deleted, dead-lettered);
-- dead-lettered-undelivered: no message reaches a dead-letter queue undelivered because a store outage
-  spent its receives (more than the 2 receives an outage may add, DESIGN.md 8);
-- outage-receives: a store outage (a run of failed DynamoDB item calls) adds at most 2 to any message's
-  receive count;
+- dead-lettered-undelivered: nothing reaches a dead-letter queue (the daemon's, or the redrive policy's) that
+  the app never saw fail (`tries.py` says what may spend a receive instead);
+- outage-receives: a store outage (a spell of DynamoDB faults, whole or a share of one kind of call, else a run
+  of failed item calls) adds at most 2 to any message's receive count;
+- backoff-counted: exponential back-off doubles on the tries max_retries counts (`tries.py`);
 - holds-counted-as-tries: the daemon dead-letters after max_retries tries, not counting receives a store
   outage held (nor overloaded attempts);
 - header-size: every request fits what nginx and gunicorn accept (header lines up to 8 KB);
-- stop-deadline: the stop ends within shutdown_timeout + 1 s of the request;
+- stop-deadline: every stop ends within shutdown_timeout + 1 s of the request (SIGTERM during a reload, a hold,
+  stalled calls);
 - daemon: Daemon.run raised, or never ended.
 """
 
@@ -23,10 +25,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from .facts import Facts, Fate, gather, history
+from .facts import Facts, Fate, gather
+from .histories import history
 from .run import Run
 from .schedule import short_key
 from .store_proxy import StoreCall
+from .tries import backoff_counted, dead_lettered_undelivered
 
 OUTAGE_RECEIVES = 2  # DESIGN.md 8: a store outage of any length adds at most 2 to a message's receive count
 STOP_SLACK_SECONDS = 1.0  # the stop's deadline: shutdown_timeout + 1 s
@@ -49,12 +53,14 @@ def check(run: Run) -> list[Finding]:
     for fate in facts.fates:
         findings += lost(facts, fate) + claimed_before_delivery(facts, fate) + after_completed(facts, fate)
         findings += outage_receives(facts, fate) + holds_counted(facts, fate) + header_size(facts, fate)
+        findings += [about(facts, fate, invariant, detail) for invariant, detail in
+                     dead_lettered_undelivered(facts, fate) + backoff_counted(facts, fate)]
     findings += fifo_order(facts)
     return findings
 
 
 def at(facts: Facts, moment: float | None) -> str:
-    return "never" if moment is None else f"{moment - facts.run.started:.2f}s"
+    return facts.at(moment)
 
 
 def about(facts: Facts, fate: Fate, invariant: str, detail: str) -> Finding:
@@ -136,11 +142,6 @@ def outage_receives(facts: Facts, fate: Fate) -> list[Finding]:
     if worst <= OUTAGE_RECEIVES:
         return []
     total = sum(held.values())
-    if fate.dead_lettered and not fate.deliveries:
-        where = "the redrive policy's queue" if fate.moved_at is not None else "the daemon's dead-letter queue"
-        return [about(facts, fate, "dead-lettered-undelivered",
-                      f"moved to {where} at {at(facts, fate.moved_at or fate.copied_at)} never delivered, after "
-                      f"{len(fate.receives)} receives, {total} of them held by a store outage ({worst} in one)")]
     return [about(facts, fate, "outage-receives", f"{worst} receives held by one store outage ({total} in "
                                                   f"{len(held)} outages, {len(fate.receives)} receives in all)")]
 
@@ -173,8 +174,13 @@ def stop_deadline(run: Run) -> list[Finding]:
     limit = run.schedule.shutdown_timeout + STOP_SLACK_SECONDS
     if seconds <= limit:
         return []
+    during = [f"{run.stop_requested - moment:.2f}s after a SIGHUP" for moment in run.reloads
+              if moment <= run.stop_requested]
+    ended = (f"; it had not stopped {run.stalls_ended - run.stop_requested:.2f}s after the request, when the run "
+             f"ended its servers' stalled calls" if run.stalls_ended else "")
     return [Finding("stop-deadline", f"the stop took {seconds:.2f}s (shutdown_timeout = "
-                                     f"{run.schedule.shutdown_timeout}: at most {limit:.0f}s)")]
+                                     f"{run.schedule.shutdown_timeout}: at most {limit:.0f}s), requested "
+                                     f"{', '.join(during[-1:]) or 'with no reload before it'}{ended}")]
 
 
 def fifo_order(facts: Facts) -> list[Finding]:
@@ -197,6 +203,9 @@ def first_backwards(facts: Facts, members: list[Fate]) -> list[Finding]:
     for index, fate in enumerate(members):
         for delivery in sorted(fate.deliveries, key=lambda d: d.arrived):
             for earlier in members[:index]:
+                if delivery.batch and any(d.batch == delivery.batch and d.position < delivery.position
+                                          for d in earlier.deliveries):
+                    continue  # before it in the same batch: the target's order
                 done = done_at(facts, earlier)
                 if done is None or done > delivery.arrived:
                     return [Finding("fifo-order", f"{name(fate)} delivered at {at(facts, delivery.arrived)} before "

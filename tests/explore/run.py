@@ -18,8 +18,8 @@ import botocore.credentials
 import gevent
 from botocore.httpsession import get_cert_path
 
-from tests.support.config_file import build_config_file
-from workerless_gevent.aws.clients import Clients, build_dynamodb_wire, build_sqs_wire
+from tests.support.moto import build_client
+from workerless_gevent.aws.clients import Clients, build_dynamodb_wire, build_lambda_wire, build_sqs_wire
 from workerless_gevent.config.loading import load_config
 from workerless_gevent.config.model import Config
 from workerless_gevent.lifecycle.daemon import Daemon
@@ -27,12 +27,14 @@ from workerless_gevent.metrics import Registry
 
 from .app import ExploreApp
 from .schedule import MessageSpec, Schedule, Step
+from .settings import config_file
 from .sqs_model import REGION
 from .sqs_server import SqsServer
 from .store_proxy import StoreProxy
 
-STOP_WAIT_SECONDS = 30.0  # past the stop's deadline: a stop that never ends is reported, not waited on forever
-EXPIRES_AFTER = 600
+STOP_WAIT_SECONDS = 8.0  # past the stop's deadline: then the run ends its servers' stalls (it is reported)
+END_WAIT_SECONDS = 10.0  # then for the daemon to end on its own, before its greenlet is killed
+POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"  # the AWS extended clients' S3 pointer
 
 
 @dataclass(frozen=True)
@@ -41,11 +43,22 @@ class Names:
     redrive: str  # the dead-letter queue of the queue's redrive policy
     dead_letter: str  # the daemon's dead_letter_queue
     table: str
+    extra: str  # the queue a reload adds by name (GetQueueUrl)
+    bucket: str  # large payloads
 
     @classmethod
     def of(cls, schedule: Schedule) -> Names:
-        prefix, fifo = f"x{schedule.seed}", ".fifo" if schedule.fifo else ""
-        return cls(f"{prefix}-q{fifo}", f"{prefix}-redrive{fifo}", f"{prefix}-dlq{fifo}", f"{prefix}-idem")
+        prefix, fifo = schedule.prefix, ".fifo" if schedule.fifo else ""
+        return cls(f"{prefix}-q{fifo}", f"{prefix}-redrive{fifo}", f"{prefix}-dlq{fifo}", f"{prefix}-idem",
+                   f"{prefix}-extra{fifo}", f"{prefix}-payloads")
+
+
+@dataclass(frozen=True)
+class Moto:
+    """The setup's clients on moto: each schedule's table and payload bucket are made and dropped with them."""
+    url: str
+    dynamodb: Any
+    s3: Any
 
 
 @dataclass
@@ -61,7 +74,12 @@ class Run:
     stop_requested: float = 0.0
     stopped: float = 0.0
     reload_applied: float = 0.0  # when the daemon's configuration became the keyed one (0: never)
+    changes: list[str] = field(default_factory=list)  # the reloads' changes so far, in the file now
+    reloads: list[float] = field(default_factory=list)  # when each SIGHUP came
+    stalls_ended: float = 0.0  # when the run ended its servers' stalls, the stop not having come
     problems: list[str] = field(default_factory=list)
+    s3: Any = None  # moto's, to put the payloads
+    moto_url: str = ""
 
     def body(self, spec: MessageSpec) -> str:
         document: dict[str, Any] = {"n": spec.serial}
@@ -71,68 +89,76 @@ class Run:
 
     def send(self, spec: MessageSpec) -> None:
         queue = self.sqs.model.queues[self.names.queue]
-        self.sent[spec.serial] = self.sqs.model.send(queue, self.body(spec), group=spec.group,
+        body, attributes = self.body(spec), None
+        if spec.payload:
+            key = payload_key(spec.serial)
+            if spec.payload == "s3":
+                self.s3.put_object(Bucket=self.names.bucket, Key=key, Body=body.encode())
+            attributes = {"ExtendedPayloadSize": {"DataType": "Number", "StringValue": str(len(body))}}
+            body = json.dumps([POINTER_CLASS, {"s3BucketName": self.names.bucket, "s3Key": key}])
+        self.sent[spec.serial] = self.sqs.model.send(queue, body, attributes, group=spec.group,
                                                      dedup=f"d{spec.serial}" if spec.group else None)
 
 
-def config_file(run: Run, directory: Path, keyed: bool) -> Path:
-    schedule, names = run.schedule, run.names
-    queue: dict[str, Any] = {"name": names.queue, "url": run.sqs.model.queues[names.queue].url,
-                             "visibility_timeout": schedule.visibility_timeout,
-                             "error_visibility_timeout": schedule.error_visibility_timeout,
-                             "max_retries": schedule.max_retries,
-                             "dead_letter_queue": names.dead_letter if schedule.dead_letter_queue else None,
-                             "idempotency_key": schedule.key if keyed else None}
-    tables = {"idempotency": {"table": names.table, "expires_after": EXPIRES_AFTER,
-                              "on_store_failure": schedule.on_store_failure}} if keyed else {}
-    return build_config_file(directory, queues=[queue], polling={"poll_for": 1, "batch_size": schedule.batch_size},
-                             targets={"default": {"type": "http", "url": run.app.url, "connect_timeout": 1,
-                                                  "inactivity_timeout": 1}},
-                             tables=tables, concurrency=schedule.concurrency,
-                             shutdown_timeout=schedule.shutdown_timeout)
+def payload_key(serial: int) -> str:
+    """The S3 key of a message's payload; facts.py reads the serial back from a dead letter's pointer."""
+    return f"payload-{serial}"
 
 
 def build_daemon(run: Run, config: Config, path: Path) -> Daemon:
     """The daemon as `workerless run` builds it on the wire (commands/starting.py), aimed at our servers."""
     credentials = botocore.credentials.Credentials("testing", "testing")
     ca_bundle = get_cert_path(True)
-    clients = Clients(sqs=build_sqs_wire(config, REGION, run.sqs.url, credentials, ca_bundle), lambda_=None,
-                      cloudwatch=None, region=REGION,
+    lambda_ = build_lambda_wire(config, REGION, run.app.url, credentials, ca_bundle) \
+        if run.schedule.target == "lambda" else None
+    s3 = build_client("s3", run.moto_url, max_pool_connections=config.concurrency + 10, connect_timeout=5,
+                      read_timeout=20) if run.schedule.large_payloads else None
+    clients = Clients(sqs=build_sqs_wire(config, REGION, run.sqs.url, credentials, ca_bundle), lambda_=lambda_,
+                      cloudwatch=None, region=REGION, s3=s3,
                       idempotency=build_dynamodb_wire(config, REGION, run.store.url, credentials, ca_bundle))
     return Daemon(config, clients, Registry(), random.Random(run.schedule.seed),
                   functools.partial(load_config, str(path), {}, {}))
 
 
-def prepare(schedule: Schedule, moto_url: str, dynamodb: Any) -> Run:
+def prepare(schedule: Schedule, moto: Moto) -> Run:
     names = Names.of(schedule)
-    run = Run(schedule, names, SqsServer(schedule.seed), StoreProxy(moto_url, schedule.seed), ExploreApp())
+    run = Run(schedule, names, SqsServer(schedule.seed), StoreProxy(moto.url, schedule.seed),
+              ExploreApp(schedule.seed), s3=moto.s3, moto_url=moto.url)
     run.store.start()
     model = run.sqs.model
-    for name in (names.redrive, names.dead_letter):
+    for name in (names.redrive, names.dead_letter, names.extra):
         model.create_queue(name)
     model.create_queue(names.queue, (names.redrive, schedule.max_receive_count) if schedule.max_receive_count else None)
     run.app.poison = {spec.serial for spec in schedule.messages if spec.poison}
-    dynamodb.create_table(TableName=names.table, KeySchema=[{"AttributeName": "slot", "KeyType": "HASH"}],
-                          AttributeDefinitions=[{"AttributeName": "slot", "AttributeType": "S"}],
-                          BillingMode="PAY_PER_REQUEST")
+    moto.dynamodb.create_table(TableName=names.table, KeySchema=[{"AttributeName": "slot", "KeyType": "HASH"}],
+                               AttributeDefinitions=[{"AttributeName": "slot", "AttributeType": "S"}],
+                               BillingMode="PAY_PER_REQUEST")
+    if schedule.large_payloads:
+        moto.s3.create_bucket(Bucket=names.bucket)
     for spec in schedule.messages:
         if not spec.send_at:
             run.send(spec)
     return run
 
 
-def explore(schedule: Schedule, moto_url: str, dynamodb: Any, directory: Path) -> Run:
+def explore(schedule: Schedule, moto: Moto, directory: Path) -> Run:
     """One schedule from start to stop; servers stopped, the daemon's sockets closed, what they saw kept."""
-    run = prepare(schedule, moto_url, dynamodb)
+    run = prepare(schedule, moto)
     try:
-        path = config_file(run, directory, keyed=schedule.is_keyed and not schedule.reload_adds_key)
+        path = config_file(run, directory)
         daemon = build_daemon(run, load_config(str(path), {}, {}), path)
         runner = gevent.spawn(serve, run, daemon)
         run.started, run.started_at = time.monotonic(), time.time()
         driver = gevent.spawn(drive, run, daemon, directory)
         runner.join(schedule.stop_at + schedule.shutdown_timeout + STOP_WAIT_SECONDS)
+        if not runner.dead:  # a stop that waits on a stalled call: end the stalls, then wait for it some more
+            run.stalls_ended = time.monotonic()
+            for plan in (run.sqs.plan, run.store.plan, run.app.plan):
+                plan.ended.set()
+            runner.join(END_WAIT_SECONDS)
         if not runner.dead:
-            run.problems.append(f"the daemon had not stopped {STOP_WAIT_SECONDS:.0f}s past its stop's deadline")
+            run.problems.append(f"the daemon had not stopped {STOP_WAIT_SECONDS + END_WAIT_SECONDS:.0f}s past its "
+                                f"stop's deadline ({END_WAIT_SECONDS:.0f}s after its stalled calls were ended)")
             runner.kill(block=True, timeout=5)
         driver.kill(block=True, timeout=5)
         close(daemon)
@@ -160,19 +186,24 @@ def drive(run: Run, daemon: Daemon, directory: Path) -> None:
 
 
 def apply(run: Run, daemon: Daemon, step: Step, specs: dict[int, MessageSpec], directory: Path) -> None:
+    """One step of the timeline. The control events call what the daemon's signal handlers call (SIGHUP:
+    request_reload, SIGTERM: request_stop): many daemons share this process, and a signal would reach the last
+    one's handler only."""
+    plans = {"store": run.store.plan, "sqs": run.sqs.plan, "lambda": run.app.plan}
     if step.what == "app":
         run.app.mode = step.app_mode
-    elif step.what == "store":
-        run.store.plan.modes = list(step.modes)
-    elif step.what == "sqs":
-        run.sqs.plan.modes = list(step.modes)
+    elif step.what in plans:
+        plans[step.what].modes = list(step.modes)
     elif step.what == "send":
         run.send(specs[step.serial])
     elif step.what == "reload":
-        config_file(run, directory, keyed=True)
+        run.changes.append(step.change)
+        config_file(run, directory)
+        run.reloads.append(time.monotonic())
         first = daemon.config
         daemon.request_reload()
-        gevent.spawn(watch_reload, run, daemon, first)
+        if step.change == "adds_key":
+            gevent.spawn(watch_reload, run, daemon, first)
     elif step.what == "stop":
         run.stop_requested = time.monotonic()
         daemon.request_stop("explore")
@@ -180,7 +211,7 @@ def apply(run: Run, daemon: Daemon, step: Step, specs: dict[int, MessageSpec], d
 
 def watch_reload(run: Run, daemon: Daemon, first: Config) -> None:
     while not run.stopped:
-        if daemon.config is not first:
+        if daemon.config is not first and daemon.config.idempotency is not None:
             run.reload_applied = time.monotonic()
             return
         gevent.sleep(0.01)
@@ -188,8 +219,8 @@ def watch_reload(run: Run, daemon: Daemon, first: Config) -> None:
 
 def close(daemon: Daemon) -> None:
     """Its connections, which would otherwise wait for the garbage collector."""
-    for wire in (daemon.clients.sqs, daemon.clients.idempotency):
-        if wire is not None:
+    for wire in (daemon.clients.sqs, daemon.clients.idempotency, daemon.clients.lambda_):
+        if wire is not None and hasattr(wire, "close"):
             wire.close()
     for target in daemon.parts.targets.values():
         closer = getattr(target, "close", None)

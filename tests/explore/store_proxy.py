@@ -4,10 +4,12 @@ with the table slots it names, so that the explorer knows which claims failed an
 
 Fault kinds: `throughput` (ProvisionedThroughputExceededException), `throttling` (ThrottlingException),
 `limit` (RequestLimitExceeded), `cancel_throttle` (a TransactWriteItems cancelled with ThrottlingError /
-ProvisionedThroughputExceeded reasons; other calls: ThrottlingException), `conflict` (a TransactWriteItems
-cancelled with one TransactionConflict reason; other calls go through), `error` (500), `unavailable` (503),
-`reset`, `reset_after` (the call took effect, the answer is a reset), `stall` (held, then forwarded; kept
-shorter than the daemon's DynamoDB read timeout) and `stall_reset` (held, then reset, never forwarded).
+ProvisionedThroughputExceeded reasons; other calls: ThrottlingException), `cancel_throttle_one` (cancelled for one
+item's ThrottlingError, the others' reasons None; other calls: ProvisionedThroughputExceededException),
+`conflict` (a TransactWriteItems cancelled with one TransactionConflict reason; other calls go through),
+`error` (500), `unavailable` (503), `reset`, `reset_after` (the call took effect, the answer is a reset),
+`stall` (held, then forwarded; kept shorter than the daemon's DynamoDB read timeout), `stall_reset` (held, then
+reset, never forwarded) and `slow` (latency added, then forwarded or faulted by the next mode).
 Control-plane calls (DescribeTable, CreateTable, the TTL calls) are never faulted: they often answer
 while writes throttle, which is why a health probe must be a write (RUNTIME-NOTES)."""
 
@@ -31,8 +33,8 @@ Reply = tuple[int, dict[str, str], bytes]
 CONTROL_PLANE = frozenset({"DescribeTable", "CreateTable", "UpdateTimeToLive", "DescribeTimeToLive", "ListTables",
                            "DeleteTable"})
 # Faults the daemon sees as the store failing (a short stall is a slow answer; a conflict is an answer).
-STORE_FAILURES = frozenset({"throughput", "throttling", "limit", "cancel_throttle", "error", "unavailable", "reset",
-                            "reset_after", "stall_reset"})
+STORE_FAILURES = frozenset({"throughput", "throttling", "limit", "cancel_throttle", "cancel_throttle_one", "error",
+                            "unavailable", "reset", "reset_after", "stall_reset"})
 SIMPLE_ERRORS = {"throughput": (400, "ProvisionedThroughputExceededException",
                                 "The level of configured provisioned throughput for the table was exceeded."),
                  "throttling": (400, "ThrottlingException", "Rate of requests exceeds the allowed throughput."),
@@ -63,7 +65,7 @@ class StoreCall:
     @property
     def applied(self) -> bool:
         """It reached the table and took effect."""
-        return self.status == 200 and self.fault in (None, "stall", "reset_after")
+        return self.status == 200 and self.fault in (None, "stall", "reset_after", "slow")
 
 
 def error_reply(status: int, code: str, message: str, **members: Any) -> Reply:
@@ -144,12 +146,12 @@ class StoreProxy(CountingProxy):
     def faulted(self, fault: Fault | None, call: StoreCall, environ: dict[str, Any], headers: Any,
                 body: bytes) -> Reply:
         if fault is not None:
+            self.plan.hold(fault.latency)
             reply = self.error_for(fault, call)
             if reply is not None:
                 call.status = reply[0]
                 return reply
-            if fault.seconds:
-                gevent.sleep(fault.seconds)
+            self.plan.hold(fault.seconds)
             if fault.kind in ("reset", "stall_reset"):
                 reset(environ)
         status, out, answer = self.forward(environ, headers, body)
@@ -167,6 +169,12 @@ class StoreProxy(CountingProxy):
                 return error_reply(*SIMPLE_ERRORS["throttling"])
             return cancelled([{"Code": THROTTLE_REASONS[index % 2], "Message": "Throughput exceeds the limit."}
                               for index in range(len(call.slots))])
+        if fault.kind == "cancel_throttle_one":  # one hot item throttled cancels the whole transaction
+            if call.action != "TransactWriteItems":
+                return error_reply(*SIMPLE_ERRORS["throughput"])
+            reasons = [{"Code": "None"} for _ in call.slots]
+            reasons[len(reasons) // 2] = {"Code": "ThrottlingError", "Message": "Throughput exceeds the limit."}
+            return cancelled(reasons)
         if fault.kind == "conflict":
             reasons = [{"Code": "None"} for _ in call.slots]
             reasons[len(reasons) // 2] = {"Code": "TransactionConflict",
