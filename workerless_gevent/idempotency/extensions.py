@@ -15,7 +15,7 @@ from ..logs import fields
 from ..message import Message
 from .completions import Count
 from .deadlines import claim_deadline
-from .health import StoreHealth, StoreTimeout
+from .health import StoreHealth, StoreTimeout, within
 from .keys import claim_of, shown_key
 from .store import IdempotencyStore
 
@@ -52,7 +52,7 @@ class Extensions:
             return
         claim = claim_of(message, claim_deadline(message))
         try:
-            with gevent.Timeout(EXTEND_TIMEOUT_SECONDS, StoreTimeout(EXTEND_TIMEOUT_SECONDS)):
+            with within(EXTEND_TIMEOUT_SECONDS):
                 is_ours = self.store.extend(claim)
         except (*AWS_ERRORS, StoreTimeout) as error:
             self.count(message.queue, "IdempotencyStoreErrors", 1)

@@ -132,7 +132,7 @@ class StoreHold:
 
     def _probe(self) -> None:
         try:
-            with gevent.Timeout(PROBE_TIMEOUT_SECONDS, StoreTimeout(PROBE_TIMEOUT_SECONDS)):
+            with within(PROBE_TIMEOUT_SECONDS):
                 self.probe()
         except (*AWS_ERRORS, StoreTimeout) as error:
             self.health.probed_at = time.monotonic()
@@ -153,8 +153,13 @@ class StoreHold:
 
 
 class StoreTimeout(Exception):
-    """A call to the table (a probe, a claim's extension) that did not answer in time; raised by a
-    `gevent.Timeout(seconds, StoreTimeout(seconds))`."""
+    """A call to the table (a probe, a claim's extension) that did not answer in time (`within`)."""
 
     def __init__(self, seconds: float) -> None:
         super().__init__(f"no answer in {seconds:.0f}s")
+
+
+def within(seconds: float) -> gevent.Timeout:
+    """A table call's deadline: past it the call is cut and raises StoreTimeout, which callers treat as the
+    table failing."""
+    return gevent.Timeout(seconds, StoreTimeout(seconds))
