@@ -32,6 +32,7 @@ from ..idempotency.guard import Idempotency
 from ..metrics import Registry
 from ..observability.snapshot import TargetRow
 from ..supervision import log_greenlet_failure
+from ..targets import Target
 from ..targets.http_batch import BatchHttpTarget
 from .assembly import build_idempotency, build_parts
 from .draining import wait_for_all_drained
@@ -65,6 +66,8 @@ class Engine:
         self.gates = ReadinessGates(lambda: self.poller.wake.set(), registry.count, rng)
         for target in config.targets.values():
             self.gates.add(target, config.aws.ca_bundle)
+        for built in self.parts.targets.values():
+            self.join_target(built)
         self.draining: list[QueueState] = []  # retired by a reload, deliveries still running
         self.replaced_queues: list[SqsQueue] = []  # flushed at stop with the others
         self.poller = self.build_poller(config, [self.queue_state(queue.name) for queue in config.queues])
@@ -97,8 +100,6 @@ class Engine:
         queue = self.parts.queues[name]
         target_name = queue.config.target
         target = self.parts.targets[target_name]
-        if self.tracing is not None and isinstance(target, BatchHttpTarget):  # its POST carries the batch's span
-            target.trace_headers = self.tracing.batch_headers
         paused_seconds = self.gates.paused_seconds(target_name, target.pause.remaining_seconds)
         return build_queue_state(queue, target, self.config.targets.get(target_name), paused_seconds,
                                  self.flows[target_name], self.fleet.gates_for(queue.config), self.idempotency)
@@ -184,9 +185,16 @@ class Engine:
             self.gates.stop(name)
             config = swap_target(self.parts, name, successor)
             if config is not None:
+                self.join_target(self.parts.targets[name])
                 self.flows[name] = build_flow(config, self.config.concurrency)
                 self.gates.add(config, self.config.aws.ca_bundle)
         self.gates.start()
+
+    def join_target(self, target: Target) -> None:
+        """A target joins the running parts (at start, or as a reload's successor): a batch HTTP target's POST
+        carries its batch's span, from the tracer's header source."""
+        if self.tracing is not None and isinstance(target, BatchHttpTarget):
+            target.trace_headers = self.tracing.batch_headers
 
     def install(self, config: Config, names: Collection[str]) -> None:
         """Put queues (new ones, or the successors of drained ones) into the poller, in the configuration's order."""
