@@ -134,7 +134,9 @@ class QueueRow:
     last_error: str  # of the latest failed receive
     last_error_at: float  # its time.time(), 0 if none
     paused_seconds: float  # until its target accepts work again
-    paused_reason: str = ""  # paused for another reason than its target: a fleet-wide limit's lease lapsed
+    # paused for another reason than its target: a fleet-wide limit's lease lapsed, or its receives are held
+    # (the idempotency table failing)
+    paused_reason: str = ""
     groups: tuple[GroupRow, ...] = ()  # a standard queue's busiest groups (tenants): in flight and waiting
     waiting: int = 0  # messages waiting for their group's max_concurrency_per_group (in `buffered` too)
 
@@ -153,15 +155,15 @@ def take_buffered(states: Sequence[QueueState]) -> list[Message]:
 def queue_row(state: QueueState, now: float) -> QueueRow:
     receiving = state.receiving
     paused = max(0.0, state.paused_seconds())
-    lapsed = next((reason for gate in state.fleet_gates if (reason := gate.lapsed_reason())), "")
-    if not lapsed and state.receive_hold is not None:
-        lapsed = state.receive_hold.hold_reason()
+    held_back = next((reason for gate in state.fleet_gates if (reason := gate.lapsed_reason())), "")
+    if not held_back and state.receive_hold is not None:
+        held_back = state.receive_hold.hold_reason()
     failing = receiving.failures > 0 or receiving.failing_since is not None
     if state.is_retired:
         word = "draining"
     elif failing:
         word = "failing"
-    elif paused or lapsed:
+    elif paused or held_back:
         word = "paused"
     elif not receiving.has_received:
         word = "starting"
@@ -171,5 +173,5 @@ def queue_row(state: QueueState, now: float) -> QueueRow:
     waiting = groups.waiting_count if groups is not None else 0
     return QueueRow(state.queue.name, state.queue.config.target, word, len(receiving.buffer) + waiting,
                     receiving.failures, now - receiving.failing_since if receiving.failing_since is not None else 0.0,
-                    receiving.last_error, receiving.last_error_at, 0.0 if state.is_retired else paused, lapsed,
+                    receiving.last_error, receiving.last_error_at, 0.0 if state.is_retired else paused, held_back,
                     groups.rows() if groups is not None else (), waiting)
