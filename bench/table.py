@@ -189,6 +189,7 @@ ROWS = (
                   0.90))),
     *(Row(name, "soak", params={**SOAK, **changes}, targets=SOAK_TARGETS, in_full_run=False) for name, changes in (
         ("soak", {}), ("soak_idempotent", {"idempotency": "standin"}), ("soak_faults", {"sqs_faults": 0.2}),
+        ("soak_idempotent_faults", {"idempotency": "standin", "sqs_faults": 0.2}),
         ("soak_faults_calm", {"messages": (20000, 2000), "sqs_faults": 0.2, "kills": False}),
         ("soak_moto", {"messages": (1000, 200), "rate": 5.0, "idempotency": "moto"}))),
     Row("cpu_check", cases={"rtt0": D, "rtt10": D.but(sqs_ms=10)}, keys=DRAIN_KEYS, warmup=("rtt0",),
