@@ -5,6 +5,7 @@ With run.py --vs, every case also runs with the other checkout's daemon, beside 
 
 from __future__ import annotations
 
+import copy
 import os
 import random
 import re
@@ -127,7 +128,7 @@ def run(bench: Bench, row: Row) -> dict[str, Any]:
 
 def shape(row: Row, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Each case's spreads where its name says, the sides' ratios, the paired ratios, the row's constants."""
-    block: dict[str, Any] = dict(row.params.get("block", {}))
+    block: dict[str, Any] = copy.deepcopy(row.params.get("block", {}))
     for name, results in runs.items():
         place(block, name.replace("@vs", "") if "@vs" not in name else f"vs_checkout/{name[:-3]}",
               {**keyed(results, row.keys), "by_action_last_run": results[-1]["sqs_by_action"]})

@@ -43,10 +43,10 @@ ROWS = (
                  ("daemon CPU us/msg, c=10", "c10.daemon.cpu_us_per_msg", "<=", 250),
                  ("daemon CPU us/msg, c=50", "c50.daemon.cpu_us_per_msg", "<=", 250))),
     Row("slow_sink", cases={**sides("d20", app_ms=20, messages=(2000, 500)),
-                            **sides("d200", app_ms=200, messages=(1000, 250))}, ratio=True, params={
-        "block": {"concurrency": 50}}, keys=("msgs_per_s", "fraction_of_ideal", "fraction_of_ideal_at_measured_hold",
-                                             "cpu_us_per_msg", "cpu_share_of_one_core", "peak_rss_mb",
-                                             "sink_mean_held_ms", "sink_max_in_flight"),
+                            **sides("d200", app_ms=200, messages=(1000, 250))}, ratio=True, params={"block": {
+        "concurrency": 50, **{f"d{ms}": {"delay_ms": ms, "ideal_msgs_per_s": 50_000 / ms} for ms in (20, 200)}}},
+        keys=("msgs_per_s", "fraction_of_ideal", "fraction_of_ideal_at_measured_hold", "cpu_us_per_msg",
+              "cpu_share_of_one_core", "peak_rss_mb", "sink_mean_held_ms", "sink_max_in_flight"),
         shown=("msgs_per_s", "fraction_of_ideal"),
         targets=(("20 ms app, c=50: share of the ideal", "d20.daemon.fraction_of_ideal", ">=", 0.90),)),
     Row("requests", cases={"daemon": D.but(messages=(2000, 500), until_empty=True), "baseline": B.but(
@@ -62,7 +62,7 @@ ROWS = (
                       for c in (10, 50, 500))),
     Row("wake", "listen", ratio=True, shown=("p50_ms", "p99_ms"), params={
         "workers": {side: (case, 3) for side, case in SIDES.items()}, "poll_for": 20, "settle": 1.5,
-        "wake": ("daemon", "baseline"), "wake_at": "{side}", "tries": (20, 5), "block": {"poll_for": 20}},
+        "wake": ("daemon", "baseline"), "wake_at": "{side}", "tries": (20, 5), "block": {"poll_for": 20, "tries": 20}},
         targets=(("wake-up p99, lowest of 3 queues, ms", "daemon.p99_ms", "<", 50),)),
     Row("memory", cases=MEMORY, ratio=True, shown=("peak_rss_mb", "peak_tree_rss_mb", "tree_peak_over_idle"),
         keys=("peak_rss_mb", "peak_tree_rss_mb", "idle_tree_rss_mb", "tree_peak_over_idle", "sink_max_in_flight",
