@@ -24,7 +24,7 @@ KEYS = ("quiet_p50_ms", "quiet_p99_ms", "quiet_max_ms", "quiet_rate_over_ideal",
         "window_s", "quiet_delivered", "backlog_delivered")
 
 class Quiet(threading.Thread):
-    """The quiet tenants: one message each every `every` s (one SendMessageBatch a round), until stopped."""
+    """The quiet tenants: one message each every `every` s (a send of its own each), until stopped."""
 
     def __init__(self, bench: Bench, url: str, tenants: int, every: float) -> None:
         super().__init__(daemon=True)
