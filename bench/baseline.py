@@ -1,21 +1,12 @@
 #!/usr/bin/env python3
-"""The plain baseline the benchmark compares workerless with: same language, same libraries.
+"""The plain baseline the benchmark compares workerless with: same language, same libraries, written as a person
+would first write it with gevent + boto3 + geventhttpclient. One greenlet per slot, each looping: receive 10 from
+the queues in priority order (short receives, a long poll on the last), POST each message to the app with the
+aws-sqsd headers that matter, delete the successes with one DeleteMessageBatch. One boto3 client with a pool as
+large as the slots, one geventhttpclient with as many connections; no buffer, no watchers, no coalescing.
 
-Deliberately plain, as a person would first write it with gevent + boto3 + geventhttpclient:
-one greenlet per slot, each looping
-
-    for queue in the queues, in priority order:        # short receives, then long-poll the last
-        messages = receive(queue, 10, wait=0, or poll_for on the last queue)
-        if messages: break
-    POST each message to the app, one after the other   # the aws-sqsd headers that matter
-    delete the successes with one DeleteMessageBatch
-
-Sensible basics only: one boto3 client with a connection pool as large as the slot count (the
-default of 10 would make 50 slots reconnect all the time), and one geventhttpclient with as many
-connections as slots. No priorities across slots, no buffer, no watchers, no coalescing.
-
-Usage: baseline.py --queues=a,b,c --http=URL --concurrency=N [--poll-for=S] [--max-messages=N]
-AWS endpoint and credentials come from the environment (AWS_ENDPOINT_URL, ...), as for boto3.
+Usage: baseline.py --queues=a,b,c --http=URL --concurrency=N [--poll-for=S] [--max-messages=N]; AWS_ENDPOINT_URL
+and the credentials come from the environment, as for boto3.
 """
 
 from gevent import monkey
@@ -32,7 +23,6 @@ import botocore.config  # noqa: E402
 import gevent  # noqa: E402
 import gevent.event  # noqa: E402
 from geventhttpclient import HTTPClient  # noqa: E402
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -101,7 +91,6 @@ def main() -> int:
     gevent.killall(slots, timeout=2)
     print(f"baseline stopped: delivered={delivered}", file=sys.stderr, flush=True)
     return 1 if crashed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

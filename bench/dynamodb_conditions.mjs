@@ -1,7 +1,5 @@
-// DynamoDB's errors and condition expressions, for dynamodb_standin.mjs.
-//
-// Conditions: OR, AND, NOT, parentheses, attribute_exists(p), attribute_not_exists(p), = <> < <= > >=
-// over #names, :values and plain names (N compared as numbers, S as strings).
+// DynamoDB's errors and condition expressions for dynamodb_standin.mjs: OR, AND, NOT, parentheses, attribute_exists,
+// attribute_not_exists, = <> < <= > >= over #names, :values and plain names (N compared as numbers, S as strings).
 
 export class Failure extends Error {
   constructor(code, message, extra = {}) {

@@ -1,42 +1,19 @@
-// A small, fast DynamoDB for the idempotency scenario: exactly the calls of the daemon's idempotent delivery
-// (workerless_gevent/idempotency/store.py and periodic/claims.py), kept in memory, on 127.0.0.1.
-// moto's DynamoDB serves a few hundred calls a second and deep-copies the table on each TransactWriteItems;
-// the bench needs thousands a second at a cost small beside the daemon's.
-// Usage: node bench/dynamodb_standin.mjs [--port=N] [--latency-ms=D]  -> prints {"port": N}
-//
-// The protocol: AWS JSON 1.0, POST with X-Amz-Target "DynamoDB_20120810.<Action>"; the SigV4 signature is not
-// checked. Errors are answered 400 with {"__type": "com.amazonaws.dynamodb.v20120810#<Code>", "message"}.
-//   DescribeTable, CreateTable (ACTIVE at once), DescribeTimeToLive, UpdateTimeToLive
-//   TransactWriteItems  Put items only, each with its ConditionExpression; all or nothing: when a condition
-//                       fails, TransactionCanceledException with one CancellationReason per item ("None", or
-//                       "ConditionalCheckFailed" with the old Item under ReturnValuesOnConditionCheckFailure
-//                       ALL_OLD), as DynamoDB answers. Two items on one key: ValidationException.
-//   BatchWriteItem      PutRequest and DeleteRequest, never anything left in UnprocessedItems
-//   DeleteItem, UpdateItem (SET a = b, ...) with a ConditionExpression: ConditionalCheckFailedException
-// Conditions: dynamodb_conditions.mjs. Tables are keyed by a string hash key (the daemon's `slot`).
-//
-// Round trip: every answer is held D ms (--latency-ms, or /_bench/delay): D/2 once the request is read, before
-// it is applied, and D/2 before the answer is sent, as fauxqs_server.mjs does for SQS. Each request waits on
-// its own timer, so requests in flight wait at the same time.
-// Control (the runner only; never delayed, never counted):
-//   POST /_bench/delay?ms=D        the round trip from now on
-//   GET  /_bench/stats[?table=T]   {delay_ms, mean_added_ms, requests: {table: {action: n}}, items: {...}}
-//                                  (items: the items the requests carried, per table and action)
-//   POST /_bench/create?table=T    create a table keyed by `slot` (TTL off), as if it had been there before
-//   POST /_bench/forget?table=T    drop a table, its items and its counts
+// A fast DynamoDB for the idempotency row: exactly the calls of the daemon's idempotent delivery, in memory, on
+// 127.0.0.1 (moto serves a few hundred calls a second and deep-copies the table on each TransactWriteItems).
+// Usage: node bench/dynamodb_standin.mjs -> prints {"port": N}
+// AWS JSON 1.0, the signature not checked; errors 400 {"__type": "com.amazonaws.dynamodb.v20120810#Code", message}.
+// TransactWriteItems takes Put items, all or nothing (TransactionCanceledException with one CancellationReason per
+// item, the old Item under ALL_OLD); BatchWriteItem never leaves UnprocessedItems; DeleteItem and UpdateItem (SET
+// a = b, ...) honour their ConditionExpression (dynamodb_conditions.mjs). Tables are keyed by a string hash key.
+// Every answer is held D ms, half before it is applied and half after, as fauxqs_server.mjs does for SQS.
+// Control: POST /_bench/delay?ms=D, GET /_bench/stats[?table=T] ({delay_ms, mean_added_ms, requests: {table:
+// {action: n}}, items: the items they carried}), POST /_bench/create?table=T (keyed by `slot`), /_bench/forget?table=T
 import http from "node:http";
 import { performance } from "node:perf_hooks";
 import { Failure, holds } from "./dynamodb_conditions.mjs";
 import { sendJson, serve } from "./serve.mjs";
 
-const option = (name, fallback) => {
-  const found = process.argv.find((arg) => arg.startsWith(`--${name}=`));
-  return found === undefined ? fallback : parseFloat(found.split("=")[1]);
-};
-const port = option("port", 0);
-let delayMs = option("latency-ms", 0);
-let delayed = 0;
-let addedSum = 0;
+let [delayMs, delayed, addedSum] = [0, 0, 0];
 const tables = new Map(); // name -> {key, ttl, items: Map(key value -> item), created}
 const requests = new Map(); // table -> {action: n}
 const carried = new Map(); // table -> {action: items}
@@ -72,7 +49,13 @@ function keyValue(table, item) {
   return value;
 }
 
-// ---------------------------------------------------------------- actions
+function checked(body) { // the table, the key and the item of a conditional write whose condition holds
+  const table = tableOf(body.TableName);
+  const key = keyValue(table, body.Key);
+  const old = table.items.get(key);
+  if (!holds(body, old)) throw new Failure("ConditionalCheckFailedException", "The conditional request failed");
+  return [table, key, old];
+}
 
 const ACTIONS = {
   DescribeTable: (body) => ({ Table: describe(body.TableName, tableOf(body.TableName)) }),
@@ -128,17 +111,12 @@ const ACTIONS = {
     return { UnprocessedItems: {} };
   },
   DeleteItem: (body) => {
-    const table = tableOf(body.TableName);
-    const key = keyValue(table, body.Key);
-    if (!holds(body, table.items.get(key))) throw new Failure("ConditionalCheckFailedException", "The conditional request failed");
+    const [table, key] = checked(body);
     table.items.delete(key);
     return {};
   },
   UpdateItem: (body) => {
-    const table = tableOf(body.TableName);
-    const key = keyValue(table, body.Key);
-    const old = table.items.get(key);
-    if (!holds(body, old)) throw new Failure("ConditionalCheckFailedException", "The conditional request failed");
+    const [table, key, old] = checked(body);
     const match = /^\s*SET\s+(.+)$/i.exec(body.UpdateExpression ?? "");
     if (!match) throw new Failure("ValidationException", "this stand-in takes UpdateExpression SET a = b, ... only");
     const item = { ...(old ?? body.Key) };
@@ -165,12 +143,8 @@ function apply(action, body) {
   return handler(body);
 }
 
-// ---------------------------------------------------------------- HTTP
-
-function send(res, status, value) {
-  const headers = { "Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": `standin-${++requestIds}` };
-  sendJson(res, status, value, headers);
-}
+const send = (res, status, value) => sendJson(res, status, value, { "Content-Type": "application/x-amz-json-1.0",
+  "x-amzn-RequestId": `standin-${++requestIds}` });
 
 function answer(action, data) {
   try {
@@ -190,9 +164,7 @@ function stats(table) {
 function control(res, url) {
   const table = url.searchParams.get("table");
   if (url.pathname === "/_bench/delay") {
-    delayMs = parseFloat(url.searchParams.get("ms") ?? "0") || 0;
-    delayed = 0;
-    addedSum = 0;
+    [delayMs, delayed, addedSum] = [parseFloat(url.searchParams.get("ms") ?? "0") || 0, 0, 0];
     return send(res, 200, stats(table));
   }
   if (url.pathname === "/_bench/stats") return send(res, 200, stats(table));
@@ -227,4 +199,4 @@ const server = http.createServer((req, res) => {
     }, half);
   });
 });
-serve(server, port);
+serve(server, 0);

@@ -1,19 +1,11 @@
-// A fast OTLP/HTTP collector for the tracing scenario: takes POST /v1/traces (protobuf, gzip or not), answers
-// 200 with an empty body at once (or after a set delay, a slow collector) and counts requests, bytes and spans.
-// Usage: node bench/otlp_sink.mjs [--port=N]  -> prints {"port": N}
-//
-// Spans are counted by walking the protobuf wire format of ExportTraceServiceRequest just deep enough:
-// resource_spans (1) -> scope_spans (2) -> spans (2); nothing else is decoded.
-// Control (the runner only; never delayed, never counted):
-//   POST /_bench/reset             forget the counts
-//   POST /_bench/delay?ms=D        hold every export's answer D ms from now on
-//   GET  /_bench/stats             {requests, bytes, spans, delay_ms, in_flight, max_in_flight, bad}
+// An OTLP/HTTP collector for the tracing row: takes POST /v1/traces (protobuf, gzip or not), answers 200 at once
+// (or after a set delay: a slow collector) and counts requests, bytes and spans, walking the protobuf just deep
+// enough: resource_spans (1) -> scope_spans (2) -> spans (2). Usage: node bench/otlp_sink.mjs
+// Control: POST /_bench/reset, POST /_bench/delay?ms=D, GET /_bench/stats {requests, bytes, spans, delay_ms, bad, ...}
 import http from "node:http";
 import zlib from "node:zlib";
 import { sendJson, serve } from "./serve.mjs";
 
-const found = process.argv.find((arg) => arg.startsWith("--port="));
-const port = found ? parseInt(found.split("=")[1], 10) : 0;
 let delayMs = 0;
 let counts = fresh();
 
@@ -89,4 +81,4 @@ const server = http.createServer((req, res) => {
     else answer();
   });
 });
-serve(server, port, 60_000);
+serve(server, 0, 60_000);

@@ -1,11 +1,6 @@
-"""The profile summary: py-spy's collapsed stacks -> CPU by package folder, by area, and the top frames.
-
-Where a sample goes is read from the file paths and qualified names of its frames, never from a list
-of files: `workerless_gevent/wire/sqs.py` is in the folder `wire/`, a module moved to another folder is
-counted under its new folder, and every frame of the package has a folder. "other" holds only samples
-without a frame of ours (the daemon's package, or bench/baseline.py for the baseline's profile).
-Pure: no bench services, no I/O but reading the one file, so tests/unit can check it.
-"""
+"""py-spy's collapsed stacks -> CPU by package folder, by area, and the top frames. Where a sample goes is read
+from its frames' paths and qualified names, never from a list of files, so a moved module counts under its new
+folder; "other" holds only samples without a frame of ours. Pure (reads one file), so tests/unit can check it."""
 
 from __future__ import annotations
 
@@ -20,26 +15,22 @@ BASELINE = "bench/baseline.py"
 HUB = "gevent hub, switching, I/O wait wake-ups"
 OTHER = "other (no frame of workerless_gevent or the baseline)"
 ROOT = Path(__file__).resolve().parents[1]
-# A class whose name ends in Wire (wire/sqs.py's SqsWire, wire/aws_lambda.py's LambdaWire) speaks one AWS
-# service: the method the daemon calls names the action; these are the ones it calls on itself.
+# A class named *Wire speaks one AWS service: the method called names the action (but these inner ones).
 WIRE_SUFFIX = "Wire"
 WIRE_INNER_METHODS = frozenset({"call", "call_once", "invoke_once"})
 SERVICES = {"Sqs": "SQS"}
-# What a module of the package does inside a wire call, for the reader; a module not named here is
-# shown by its name alone.
+# What a module does inside a wire call; a module not named here is shown by its name alone.
 WIRE_PART_NAMES = {"wire.http": "HTTP request and response", "wire.sigv4": "SigV4 signing",
                    "wire.retries": "retry bookkeeping"}
 # Frames only signing reaches in botocore (its credentials are also what the wire's signer reads).
 BOTOCORE_SIGNING = ("botocore/auth.py", "botocore/awsrequest.py", "botocore/credentials.py", "botocore/compat.py",
                     "botocore/utils.py")
 HTTP_CLIENT_LIBRARY = "geventhttpclient/"
-# The folders the areas name: a delivery is a target of TARGETS with an HTTP client of WIRE (or
-# geventhttpclient) below it. tests/unit/test_bench_profile.py checks that they exist.
+# A delivery: a target of TARGETS with an HTTP client of WIRE (or geventhttpclient) below it.
 TARGETS, WIRE = "targets/", "wire/"
 # Left out of the inclusive table: every sample of their process is under them.
 OUTER_LOOPS = frozenset({"<module>", "main", "run", "Daemon.run"})
 STDLIB = re.compile(r"lib/python3\.\d+/")
-
 
 @dataclass(frozen=True)
 class Frame:
@@ -90,7 +81,6 @@ class Frame:
     def is_wire(self) -> bool:
         return self.folder not in (None, BASELINE) and (self.owner or "").endswith(WIRE_SUFFIX)
 
-
 def parse_frame(frame: str) -> Frame:
     name, _, location = frame.partition(" (")
     location = location.rstrip(")")
@@ -101,14 +91,12 @@ def parse_frame(frame: str) -> Frame:
     location = STDLIB.split(location, 1)[-1]
     return Frame(name, path, f"{name} ({location})" if location else name)
 
-
 def folder_of(frames: list[Frame]) -> str:
     """The folder of the innermost frame of ours: the libraries a function calls count to its folder."""
     own = [frame for frame in frames if frame.folder is not None]
     if own:
         return own[-1].folder or OTHER
     return HUB if any(frame.is_in("gevent") for frame in frames) else OTHER
-
 
 def area_of(frames: list[Frame]) -> str:
     """The first of: the AWS call the sample is in (through a wire class or botocore, its signing and
@@ -134,7 +122,6 @@ def area_of(frames: list[Frame]) -> str:
         return "HTTP client (geventhttpclient), caller not in the stack"
     return folder_of(frames)
 
-
 def wire_call(frame: Frame) -> str:
     """'SQS ReceiveMessage' for the outermost frame of SqsWire.receive_message."""
     service = frame.owner.removesuffix(WIRE_SUFFIX) if frame.owner else "?"
@@ -142,7 +129,6 @@ def wire_call(frame: Frame) -> str:
         return f"{SERVICES.get(service, service)} call (action not in the stack)"
     action = "".join(word.capitalize() for word in frame.method.split("_"))
     return f"{SERVICES.get(service, service)} {action}"
-
 
 def delivery_of(frames: list[Frame]) -> str | None:
     """A target of targets/ (or the baseline's slot) with an HTTP client below it: the delivery."""
@@ -156,7 +142,6 @@ def delivery_of(frames: list[Frame]) -> str | None:
     target = frames[start].module if frames[start].folder == TARGETS else "the baseline's slot"
     through = client.module if client.folder == WIRE else "geventhttpclient"
     return f"delivery to the target ({target} through {through})"
-
 
 def wire_part(frames: list[Frame]) -> str | None:
     """Inside a wire call, the module of the package where the time goes (the HTTP exchange, signing),
@@ -174,7 +159,6 @@ def wire_part(frames: list[Frame]) -> str | None:
     if last.function.startswith("parse"):
         return f"parsing ({last.module}.parse_*)"
     return f"{frames[start].owner} own code ({last.module})"
-
 
 def summarize_profile(path: Path, cpu_us_per_msg: float | None, top: int = 15) -> dict[str, Any]:
     """py-spy raw (collapsed) stacks -> CPU by folder, by area, inside the wire calls, and top frames.

@@ -1,5 +1,5 @@
-"""The node services the bench starts on 127.0.0.1: fauxqs, the sink, the counting proxy, the DynamoDB stand-in and
-the OTLP collector, each with its /_bench/ control endpoints."""
+"""The node services the bench starts on 127.0.0.1 (fauxqs, the sink, the DynamoDB stand-in, the OTLP collector),
+each with its /_bench/ control endpoints."""
 
 from __future__ import annotations
 
@@ -24,16 +24,33 @@ def ensure_fauxqs() -> None:
     subprocess.run([npm, "install", "--prefix", str(BENCH), "--no-audit", "--no-fund", "--loglevel=error"],
                    check=True, cwd=BENCH)
 
+class JsonHttp:
+    """A tiny keep-alive JSON client for the control endpoints."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def call(self, method: str, path: str) -> Any:
+        for attempt in range(2):
+            try:
+                self.connection.request(method, path, body=b"" if method == "POST" else None)
+                return json.loads(self.connection.getresponse().read())
+            except (OSError, http.client.HTTPException):
+                self.connection.close()
+                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+                if attempt:
+                    raise
+        return None
 
 class NodeService:
-    """A node script that prints {"port": N} once listening, and answers GET/POST /_bench/... with JSON."""
+    """A node script that prints {"port": N} once listening and answers /_bench/... with JSON."""
 
-    def __init__(self, name: str, script: str, *args: str) -> None:
+    def __init__(self, name: str, script: str) -> None:
         LOGS.mkdir(parents=True, exist_ok=True)
-        self.name = name
         self.stderr = open(LOGS / f"{name}.log", "wb")
-        self.process = subprocess.Popen(["node", str(BENCH / script), *args], cwd=BENCH,
-                                        stdout=subprocess.PIPE, stderr=self.stderr)
+        self.process = subprocess.Popen(["node", str(BENCH / script)], cwd=BENCH, stdout=subprocess.PIPE,
+                                        stderr=self.stderr)
         line: list[bytes] = []
         reader = threading.Thread(target=lambda: line.append(self.process.stdout.readline()), daemon=True)
         reader.start()
@@ -54,7 +71,7 @@ class NodeService:
         return self.control.call(method, "/_bench/" + path)
 
     def set_delay(self, ms: float) -> dict[str, Any]:
-        """Round trip added to every answer from now on (for SQS and DynamoDB: half before handling, half after)."""
+        """The round trip added to every answer from now on (half before handling, half after)."""
         return self.call("POST", f"delay?ms={ms}")
 
     def stats(self, query: str = "") -> dict[str, Any]:
@@ -64,30 +81,8 @@ class NodeService:
         stop_process(self.process, 5)
         self.stderr.close()
 
-
-class JsonHttp:
-    """A tiny keep-alive JSON client for the control endpoints."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-
-    def call(self, method: str, path: str) -> Any:
-        for attempt in range(2):
-            try:
-                self.connection.request(method, path, body=b"" if method == "POST" else None)
-                return json.loads(self.connection.getresponse().read())
-            except (OSError, http.client.HTTPException):
-                self.connection.close()
-                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-                if attempt:
-                    raise
-        return None
-
-
 class Fauxqs(NodeService):
-    """fauxqs on two ports (bench/fauxqs_server.mjs): `url` for the measured workers, delayed by set_delay (0 unless
-    FAUXQS_DELAY_MS is set) and counted by queue; `direct_url` for the runner's own setup, never delayed."""
+    """fauxqs_server.mjs: `url` for the workers (delayed, counted by queue), `direct_url` for the runner's setup."""
 
     def __init__(self) -> None:
         super().__init__("fauxqs", "fauxqs_server.mjs")
@@ -95,14 +90,18 @@ class Fauxqs(NodeService):
         self.default_delay_ms = float(self.stats()["delay_ms"])
 
     def requests(self, queue: str) -> dict[str, int]:
-        """Requests the workers made on `url` for one queue, by action (GetQueueUrl by QueueName)."""
-        return self.stats(f"?queue={queue}")["counts"].get(queue, {})
+        """The workers' requests on one queue by action (GetQueueUrl by QueueName)."""
+        return dict(self.stats(f"?queue={queue}")["counts"].get(queue, {}))
 
     def forget(self, queue: str) -> None:
         self.call("POST", f"forget?queue={queue}")
 
+    def make_fair(self, queue: str) -> None:
+        self.call("POST", f"fair?queue={queue}")
 
 class Sink(NodeService):
+    """bench/sink.mjs: the app, counting arrivals; answers after the delay it was reset with."""
+
     def __init__(self) -> None:
         super().__init__("sink", "sink.mjs")
         self.waiter = JsonHttp(self.port)
@@ -117,50 +116,9 @@ class Sink(NodeService):
         return self.waiter.call("GET", f"/_bench/wait?count={count}&timeout_ms={int(timeout * 1000)}")
 
     def clock_offset_ms(self) -> float:
-        """sink clock minus time.time(), in ms, from the round trip with the smallest delay."""
-        best = None
+        """The sink's clock minus time.time(), in ms, from the round trip with the smallest delay."""
+        best = (float("inf"), 0.0)
         for _ in range(7):
-            before = time.time() * 1000
-            now = self.stats()["now"]
-            after = time.time() * 1000
-            if best is None or after - before < best[0]:
-                best = (after - before, now - (before + after) / 2)
+            before, now, after = time.time() * 1000, self.stats()["now"], time.time() * 1000
+            best = min(best, (after - before, now - (before + after) / 2))
         return best[1]
-
-
-class DynamoStandIn(NodeService):
-    """bench/dynamodb_standin.mjs: idempotent delivery's DynamoDB calls, in memory, counted by table and action."""
-
-    def __init__(self) -> None:
-        super().__init__("dynamodb_standin", "dynamodb_standin.mjs")
-
-    def create(self, table: str) -> None:
-        """A table keyed by `slot` (TTL off), there before the daemon starts, as in a deployment after its first
-        start: the daemon then only describes it and turns TTL on."""
-        self.call("POST", f"create?table={table}")
-
-    def forget(self, table: str) -> None:
-        self.call("POST", f"forget?table={table}")
-
-
-class OtlpSink(NodeService):
-    """bench/otlp_sink.mjs: an OTLP/HTTP collector counting export requests, their bytes and spans."""
-
-    def __init__(self) -> None:
-        super().__init__("otlp_sink", "otlp_sink.mjs")
-
-    def reset(self) -> dict[str, Any]:
-        return self.call("POST", "reset")
-
-
-class Proxy(NodeService):
-    """bench/sqs_proxy.mjs: logs every SQS request the workers make through it."""
-
-    def __init__(self, upstream_port: int) -> None:
-        super().__init__("proxy", "sqs_proxy.mjs", str(upstream_port))
-
-    def entries(self, start: int = 0) -> list[list[Any]]:
-        return self.call("GET", f"log?from={start}")
-
-    def count(self) -> int:
-        return len(self.entries())

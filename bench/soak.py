@@ -1,220 +1,162 @@
-#!/usr/bin/env python3
-"""The soak: many messages through the real daemon while it is killed and restarted, counting losses.
+"""The soak kind: many messages through the real daemon while it is killed and restarted, counting losses.
 
-    python bench/soak.py                        100,000 messages (about 5 minutes at the default rate)
-    python bench/soak.py --messages=20000       a shorter run
-    python bench/soak.py --sqs-faults=0.2       the same with 20 % of SQS calls failing (bench/sqs_chaos.py)
-
-A sink that fails --failure-rate of deliveries at random (soak_ends.py), bin/workerless sent SIGKILL or SIGTERM every
---min-restart to --max-restart s and started again at once (--no-kills: one daemon throughout), messages fed at --rate
-while it runs. It ends once every message was answered 2xx and the queue is empty (or at --timeout) and reports lost
-messages (must be 0), duplicates and their causes, each daemon's RSS and exit (soak_report.py; BENCHMARKS.md, "Soak").
---idempotency puts the queue's idempotency table on moto's DynamoDB, which copies the whole table on every
-TransactWriteItems: keep such runs to about 1,000 messages at --rate=5 (--idempotency=standin has no such limit).
-"""
+The daemon is sent SIGKILL or SIGTERM every `restart_s` and started again at once (`kills` False: one daemon
+throughout), an app fails `failure_rate` of deliveries at random, messages are fed at `rate` meanwhile; the run ends
+once every message was answered 2xx and the queue is empty (or at `timeout_s`): lost messages (must be 0),
+duplicates and when their answers came, each daemon's RSS and exit. `sqs_faults`: that share of the daemon's SQS
+calls fail (bench/fauxqs_server.mjs /_bench/faults); `idempotency`: an idempotency key, its table on the stand-in or
+on moto ("moto", which copies the whole table on every TransactWriteItems: keep it to about 1,000 messages at 5/s)."""
 
 from __future__ import annotations
 
-import argparse
 import random
 import signal
-import sys
+import threading
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import harness
-import report
-import services
-from dynamodb import MotoDynamo
-from harness import RESULTS, Sqs, log, unique
+from fleet import MotoDynamo
+from flow_app import App
+from harness import log, unique
 from processes import make_daemon, proc_status_kb
-from soak_ends import Feeder, Ledger, soak_app
-from soak_report import Life, print_summary, soak_result
-from sqs_chaos import RUNTIME_ACTIONS, SqsChaos
+from session import Bench
+from shapes import Row
 
+FAULT_ACTIONS = "ReceiveMessage,DeleteMessageBatch,ChangeMessageVisibilityBatch,SendMessage,SendMessageBatch"
 
-def soak_config(label: str, queue: str, sink_url: str, concurrency: int, visibility_timeout: int,
-                table: str | None = None) -> Path:
-    """With `table`, the queue's deliveries are idempotent by message id, remembered in that DynamoDB table."""
-    keys = {"idempotency_key": "message_id"} if table else {}
-    return harness.write_config(label, concurrency=concurrency, polling={"poll_for": 5}, tables={"idempotency": {
-        "table": table}} if table else None, queues=[{"name": queue, "visibility_timeout": visibility_timeout,
-                                                      "error_visibility_timeout": 1, **keys}],
-                                target={"type": "http", "url": f"{sink_url}/work"})
+def tally(app: App, total: int, started: float) -> dict[str, Any]:
+    """What the app saw: deliveries, 2xx answers by message number (lost, duplicated), failures and their retries."""
+    with app.lock:
+        requests = sorted(app.requests, key=lambda r: r.arrived)
+    answers: dict[int, list[float]] = {}
+    failed: set[int] = set()
+    retried = 0
+    for r in requests:
+        retried += r.number in failed
+        answers.setdefault(r.number, []).append(r.answered) if r.status == 200 else failed.add(r.number)
+    return {"deliveries": len(requests), "distinct_succeeded": len(answers),
+            "lost": total - len([n for n in answers if 0 <= n < total]),
+            "duplicates": sum(1 for times in answers.values() if len(times) > 1),
+            "duplicate_deliveries": sum(len(times) - 1 for times in answers.values()),
+            "failed_deliveries": sum(1 for r in requests if r.status == 500), "redeliveries_after_failure": retried,
+            "unexpected_bodies": sum(1 for r in requests if r.number < 0 or r.number >= total),
+            "duplicate_answers_s": {n: [round(at - started, 3) for at in times] for n, times in answers.items()
+                                    if len(times) > 1}}
 
+def succeeded(app: App) -> int:
+    return len({r.number for r in app.ok()})
 
-def dynamodb_store(store: str | None, table: str | None) -> MotoDynamo | services.NodeService | None:
-    """moto with the table made, or the stand-in (the daemon makes the table there), or none."""
-    if store is None or table is None:
-        return None
-    if store == "moto":
-        return MotoDynamo(table)
-    return services.NodeService("dynamodb_standin", "dynamodb_standin.mjs")
+def feed(bench: Bench, url: str, total: int, rate: float, fed: list[Any]) -> None:
+    """Messages 0..total-1 in batches of 10 at `rate` a second (0: at once); fed[0] counts them, fed[1] an error."""
+    started = time.monotonic()
+    try:
+        for first in range(0, total, 10):
+            time.sleep(max(0.0, first / rate - (time.monotonic() - started)) if rate else 0)
+            bench.sqs.send_batch(url, first, min(10, total - first), "soak")
+            fed[0] += min(10, total - first)
+    except Exception as error:  # noqa: BLE001 - reported by the run
+        fed[1] = error
 
+class Lives:
+    """The daemons of one soak, one after the other: started, signalled, their RSS and exits."""
 
-class Soak:
-    def __init__(self, options: argparse.Namespace) -> None:
-        self.options = options
-        self.rng = random.Random(options.seed)
-        self.run_id = unique("soak")
-        services.ensure_fauxqs()
-        self.fauxqs = services.NodeService("fauxqs", "fauxqs_server.mjs")
-        self.sqs = Sqs(self.fauxqs.url)
-        self.url = self.sqs.create(self.run_id)
-        # The daemon's endpoint: fauxqs itself, or the fault proxy in front of it.
-        self.chaos = SqsChaos(self.fauxqs.port, share=options.sqs_faults, seed=options.seed,
-                              actions=tuple(options.sqs_fault_actions.split(","))) if options.sqs_faults else None
-        self.endpoint = self.chaos.url if self.chaos is not None else self.fauxqs.url
-        self.ledger = Ledger(options.failure_rate, options.seed)
-        self.sink = soak_app(self.ledger, options.sink_delay_ms, options.seed)
-        self.table = f"{self.run_id}-idempotency" if options.idempotency else None
-        self.dynamodb = dynamodb_store(options.idempotency, self.table)
-        self.config = soak_config(self.run_id, self.run_id, self.sink.url,
-                                  options.concurrency, options.visibility_timeout, self.table)
-        self.lives: list[Life] = []
+    def __init__(self, bench: Bench, config: Any, env: dict[str, str], seed: int) -> None:
+        self.bench, self.config, self.env, self.rng = bench, config, env, random.Random(seed)
+        self.lives: list[dict[str, Any]] = []
 
-    def close(self) -> None:
-        for life in self.lives:
-            if life.worker is not None and life.worker.poll() is None:
-                life.worker.kill()
-        self.sink.stop()
-        if self.chaos is not None:
-            self.chaos.stop()
-        self.sqs.delete(self.url)
-        self.fauxqs.stop()
-        if self.dynamodb is not None:
-            self.dynamodb.stop()
-
-    def start_life(self) -> Life:
-        index = len(self.lives)
-        label = f"{self.run_id}-{index}"
+    def start(self, label: str) -> dict[str, Any]:
         launched = time.monotonic()
-        env = {"AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb.url} if self.dynamodb is not None else {}
-        worker = make_daemon(label, self.endpoint, self.config, tuple(self.options.daemon_arg), env).start()
+        worker = make_daemon(f"{label}-{len(self.lives)}", self.bench.fauxqs.url, self.config, (), self.env).start()
+        self.bench.workers.append(worker)
         worker.wait_started(timeout=60)
-        life = Life(index, label, time.monotonic(), launched=launched, delivered_at_start=self.ledger.delivered(),
-                    worker=worker)
-        self.lives.append(life)
+        self.lives.append(life := {"label": worker.label, "launched": launched, "started": time.monotonic(),
+                                   "worker": worker, "ended_by": "", "signalled": None, "rss_warm_kb": None})
         return life
 
-    def end_life(self, life: Life, how: str) -> None:
-        worker = life.worker
-        assert worker is not None
-        life.rss_end_kb = proc_status_kb(worker.pid, "VmRSS") or life.rss_end_kb
-        signum = signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM
-        signalled = life.signalled = time.monotonic()
-        worker.signal(signum)
-        code = worker.wait(30)
-        if code is None:
-            log(f"soak: {life.label} ignored {how} for 30 s; killing it")
+    def end(self, life: dict[str, Any], how: str) -> None:
+        worker = life["worker"]
+        life["rss_end_kb"] = proc_status_kb(worker.pid, "VmRSS") or life.get("rss_end_kb")
+        life["signalled"] = signalled = time.monotonic()
+        worker.signal(signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM)
+        if worker.wait(30) is None:
+            log(f"soak: {life['label']} ignored {how} for 30 s; killing it")
             worker.kill()
-            code = worker.exit_code
-        life.ended_by, life.exit_code = how, code
-        life.seconds = time.monotonic() - life.started
-        life.stop_seconds = time.monotonic() - signalled if signum == signal.SIGTERM else None
-        life.delivered_at_end = self.ledger.delivered()
+        life.update(ended_by=how, exit_code=worker.exit_code, seconds=time.monotonic() - life["started"],
+                    stop_seconds=time.monotonic() - signalled if how != "SIGKILL" else None)
 
-    def is_done(self, feeder: Feeder) -> bool:
-        total = self.options.messages
-        return feeder.sent >= total and self.ledger.delivered() >= total and self.sqs.left(self.url) == 0
-
-    def choose_signal(self) -> str:
+    def choose(self) -> str:
         """SIGKILL or SIGTERM at random, but never three of a kind in a row, so short runs see both."""
-        recent = [life.ended_by for life in self.lives[-3:-1]]
-        if len(recent) == 2 and recent[0] == recent[1] and recent[0] in ("SIGKILL", "SIGTERM"):
+        recent = [life["ended_by"] for life in self.lives[-3:-1]]
+        if len(recent) == 2 and recent[0] == recent[1]:
             return "SIGTERM" if recent[0] == "SIGKILL" else "SIGKILL"
         return self.rng.choice(["SIGKILL", "SIGTERM"])
 
-    def run(self) -> dict[str, Any]:
-        options = self.options
-        feeder = Feeder(self.sqs, self.url, options.messages, options.rate, self.run_id)
-        started = time.monotonic()
-        feeder.start()
-        life = self.start_life()
-        next_signal = self.next_signal_at()
-        last_report = time.monotonic()
-        deadline = started + options.timeout
-        while True:
-            time.sleep(0.25)
-            now = time.monotonic()
-            worker = life.worker
-            assert worker is not None
-            if feeder.error is not None:
-                raise RuntimeError(f"feeding failed: {feeder.error!r}")
-            if life.rss_warm_kb is None and now - life.started >= options.warmup:
-                life.rss_warm_kb = proc_status_kb(worker.pid, "VmRSS")
-            life.rss_end_kb = proc_status_kb(worker.pid, "VmRSS") or life.rss_end_kb
-            if worker.poll() is not None:
-                log(f"soak: {life.label} exited by itself with {worker.exit_code}; see {worker.log_path}")
-                life.ended_by, life.exit_code, life.seconds = "crashed", worker.exit_code, now - life.started
-                life = self.start_life()
-                continue
-            if now - last_report >= 10:
-                last_report = now
-                faults = f", sqs faults {self.chaos.report()['faults_total']}" if self.chaos is not None else ""
-                log(f"soak: {now - started:5.0f}s fed {feeder.sent}/{options.messages}, "
-                    f"succeeded {self.ledger.delivered()}, restarts {len(self.lives) - 1}, "
-                    f"rss {life.rss_end_kb} kB{faults}")
-            if self.is_done(feeder) or now > deadline:
-                break
-            if now >= next_signal:
-                how = self.choose_signal()
-                self.end_life(life, how)
-                log(f"soak: {life.label} {how} after {life.seconds:.0f}s -> exit {life.exit_code}")
-                life = self.start_life()
-                next_signal = self.next_signal_at()
-        finished = time.monotonic()
-        self.end_life(life, "final SIGTERM")
-        return soak_result(self, started, finished, feeder)
+    def figures(self, started: float) -> dict[str, Any]:
+        lives = self.lives
+        warm = next((life["rss_warm_kb"] for life in lives if life["rss_warm_kb"]), None)
+        end = lives[-1].get("rss_end_kb")
+        growth = [life["rss_end_kb"] / life["rss_warm_kb"] for life in lives if life["rss_warm_kb"]
+                  and life.get("rss_end_kb")]
+        return {"daemons": len(lives), **{f"{how.lower()}s": sum(life["ended_by"] == how for life in lives)
+                                           for how in ("SIGKILL", "SIGTERM")},
+                "crashes": sum(life["ended_by"] == "crashed" for life in lives),
+                "sigterm_exit_codes_all_0": all(life["exit_code"] == 0 for life in lives if "TERM" in life["ended_by"]),
+                "sigterm_stop_seconds_max": max((life.get("stop_seconds") or 0 for life in lives), default=None),
+                "rss_start_kb": warm, "rss_end_kb": end, "rss_end_vs_start": round(end / warm, 3) if warm and end
+                else None, "rss_growth_within_a_life_max": round(max(growth), 3) if growth else None,
+                "lives": [{k: round(v - started, 3) if k in ("launched", "started", "signalled") and v else v
+                           for k, v in life.items() if k != "worker"} for life in lives]}
 
-    def next_signal_at(self) -> float:
-        if not self.options.kills:
-            return float("inf")
-        return time.monotonic() + self.rng.uniform(self.options.min_restart, self.options.max_restart)
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--rate", type=float, default=350.0, help="messages fed per second; 0 loads all first")
-    parser.add_argument("--failure-rate", type=float, default=0.10)
-    parser.add_argument("--concurrency", type=int, default=20)
-    parser.add_argument("--sink-delay-ms", type=float, default=5.0, help="mean time the sink takes per delivery")
-    parser.add_argument("--visibility-timeout", type=int, default=10)
-    parser.add_argument("--min-restart", type=float, default=20.0)
-    parser.add_argument("--max-restart", type=float, default=40.0)
-    parser.add_argument("--warmup", type=float, default=8.0, help="seconds after a start before RSS is taken")
-    parser.add_argument("--seed", type=int, default=2024)
-    parser.add_argument("--timeout", type=float, default=3600.0)
-    parser.add_argument("--daemon-arg", action="append", default=[], help="extra bin/workerless argument")
-    parser.add_argument("--sqs-faults", type=float, default=0.0,
-                        help="share of the daemon's SQS calls that fail (0: no fault proxy)")
-    parser.add_argument("--sqs-fault-actions", default=",".join(RUNTIME_ACTIONS),
-                        help="comma-separated SQS actions that get faults (default: every call a running daemon makes)")
-    parser.add_argument("--kills", action=argparse.BooleanOptionalAction, default=True,
-                        help="SIGKILL/SIGTERM and restart the daemon every --min-restart to --max-restart s")
-    parser.add_argument("--idempotency", nargs="?", const="moto", choices=("moto", "standin"),
-                        help='idempotency_key = "message_id" on the queue, its table on moto\'s DynamoDB '
-                             "(or bench/dynamodb_standin.mjs)")
-    parser.add_argument("--json", type=Path, default=RESULTS / "soak-latest.json")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    options = parse_args(argv)
-    soak = Soak(options)
+def run(bench: Bench, row: Row) -> dict[str, Any]:
+    p = {k: v[bench.settings.quick] if isinstance(v, tuple) else v for k, v in row.params.items()}
+    label, total = unique(row.name), p["messages"]
+    url = bench.sqs.create(label)
+    app = App(p["app_ms"] / 1000, failures=p["failure_rate"], seed=p["seed"], jitter=True)
+    store, table = None, f"{label}-idempotency" if p.get("idempotency") else None
+    if table:
+        store = MotoDynamo(table) if p["idempotency"] == "moto" else bench.dynamodb
+    bench.fauxqs.call("POST", f"faults?share={p.get('sqs_faults', 0)}&seed={p['seed']}&actions={FAULT_ACTIONS}")
+    config = harness.write_config(label, concurrency=p["concurrency"], polling={"poll_for": 5}, target={
+        "type": "http", "url": f"{app.url}/work"}, tables={"idempotency": {"table": table}} if table else None,
+        queues=[{"name": label, "visibility_timeout": 10, "error_visibility_timeout": 1,
+                 **({"idempotency_key": "message_id"} if table else {})}])
+    lives, fed = Lives(bench, config, {"AWS_ENDPOINT_URL_DYNAMODB": store.url} if store else {}, p["seed"]), [0, None]
+    threading.Thread(target=feed, args=(bench, url, total, p["rate"], fed), daemon=True).start()
+    started = report_at = time.monotonic()
+    life, next_signal = lives.start(label), time.monotonic() + lives.rng.uniform(*p["restart_s"])
     try:
-        result = soak.run()
+        while time.monotonic() < started + p["timeout_s"]:
+            time.sleep(0.25)
+            now, worker = time.monotonic(), life["worker"]
+            if fed[1] is not None:
+                raise RuntimeError(f"feeding failed: {fed[1]!r}")
+            if life["rss_warm_kb"] is None and now - life["started"] >= 8:
+                life["rss_warm_kb"] = proc_status_kb(worker.pid, "VmRSS")
+            life["rss_end_kb"] = proc_status_kb(worker.pid, "VmRSS") or life.get("rss_end_kb")
+            if worker.poll() is not None:
+                log(f"soak: {life['label']} exited by itself with {worker.exit_code}; see {worker.log_path}")
+                life.update(ended_by="crashed", exit_code=worker.exit_code, seconds=now - life["started"])
+                life = lives.start(label)
+            elif fed[0] >= total and succeeded(app) >= total and bench.sqs.left(url) == 0:
+                break
+            elif p["kills"] and now >= next_signal:
+                lives.end(life, how := lives.choose())
+                log(f"soak: {life['label']} {how} after {life['seconds']:.0f}s -> exit {life['exit_code']}")
+                life, next_signal = lives.start(label), time.monotonic() + lives.rng.uniform(*p["restart_s"])
+            if now >= report_at:
+                report_at = now + 10
+                log(f"soak: {now - started:5.0f}s fed {fed[0]}/{total}, succeeded {succeeded(app)}, "
+                    f"restarts {len(lives.lives) - 1}, rss {life['rss_end_kb']} kB")
+        finished = time.monotonic()
+        lives.end(life, "final SIGTERM")
+        left, faults = bench.sqs.left(url), bench.fauxqs.stats()["faults"]
     finally:
-        soak.close()
-    report.write_results(str(options.json), result)
-    print_summary(result)
-    log(f"  written to {options.json}")
-    healthy = result["lost"] == 0 and result["left_in_queue"] == 0 and result["sigterm_exit_codes_all_0"]
-    return 0 if healthy and not result["timed_out"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        bench.fauxqs.call("POST", "faults?share=0")
+        app.stop()
+        bench.drop_queues([label], [url])
+        if isinstance(store, MotoDynamo):
+            store.stop()
+    return {"messages": total, "fed": fed[0], "seconds": round(finished - started, 1), "left_in_queue": left,
+            "timed_out": succeeded(app) < total, **tally(app, total, started), **lives.figures(started),
+            "sqs_faults": faults, "settings": p}

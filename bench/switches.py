@@ -1,11 +1,6 @@
 #!/usr/bin/env python3
-"""Run a gevent program (bin/workerless or bench/baseline.py) and count its greenlet switches.
-
-Usage: switches.py SCRIPT [ARGS...]. At exit one line goes to stderr:
-    SWITCHES {"switch": N, "throw": M}
-bench/profiling.py divides N by the messages delivered: each switch is a trip through the gevent hub,
-which on this VM is a large part of the per-message CPU cost.
-"""
+"""Run a gevent program (bin/workerless or bench/baseline.py) and count its greenlet switches; at exit one line
+goes to stderr: SWITCHES {"switch": N, "throw": M}. Usage: switches.py SCRIPT [ARGS...]"""
 
 from gevent import monkey
 
@@ -19,10 +14,8 @@ import greenlet  # noqa: E402
 
 counts: dict[str, int] = {}
 
-
 def tracer(event: str, args: object) -> None:
     counts[event] = counts.get(event, 0) + 1
-
 
 greenlet.settrace(tracer)
 script = sys.argv[1]
