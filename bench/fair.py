@@ -4,8 +4,8 @@ is there first; quiet tenants each send one message every `quiet_every_s` while 
 the quiet tenants' time from send to delivery while the backlog drains, their rate and the backlog's against the
 ideal, and the backlog's mean deliveries in flight against the slots the cap (or the concurrency) leaves it.
 
-fauxqs hands the queue out as SQS's fair queues do, quiet tenants first (bench/fauxqs_server.mjs /_bench/fair). A
-case whose daemon does not start (a key it does not know) is reported with its error, not measured."""
+fauxqs hands the queue out as SQS's fair queues do, quiet tenants first (bench/fauxqs_server.mjs /_bench/fair), or
+with `in_send_order` in send order, which the daemon must look past itself. A daemon that does not start is reported."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def one(bench: Bench, row: Row, name: str, case: Case, index: int) -> dict[str, 
     backlog, window = p["backlog"][quick], p["window_s"][quick]
     queue = unique(label)
     url = bench.sqs.create(queue)
-    bench.fauxqs.make_fair(queue)
+    if not case.in_send_order:
+        bench.fauxqs.make_fair(queue)
     bench.sqs.send_many(url, backlog, "backlog", group="backlog")
     app, quiet = App(case.app_ms / 1000), Quiet(bench, url, p["tenants"], p["quiet_every_s"])
     try:

@@ -20,6 +20,7 @@ class Case:
     dynamodb_ms: float | None = None  # idempotency_key, its table on the DynamoDB stand-in at this round trip
     tracing: tuple[str, str | None, str] | None = None  # (sampler, its argument, collector "up" | "down" | "slow")
     group: str | None = None  # every message's MessageGroupId (a tenant on a standard queue)
+    in_send_order: bool = False  # the fair kind: fauxqs hands it out in send order, not quiet tenants first
     until_empty: bool = False  # the daemon runs with --drain (and exits once the queue is empty)
     idle_first: bool = False  # its process tree idle on an empty queue first (RSS), for peak / idle
 

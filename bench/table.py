@@ -25,6 +25,7 @@ MEMORY = {f"c{c}/{side}": case.but(concurrency=c, app_ms=500, messages=n, target
                                    idle_first=c == 50)
           for c, n in ((50, (500, 150)), (500, (5000, 1500)), (1000, (10000, 3000))) for side, case in SIDES.items()}
 
+PER_GROUP_10 = {"max_concurrency_per_group": 10}  # the fair kind's per-tenant cap
 SOAK = {"messages": (100_000, 2000), "rate": 350.0, "failure_rate": 0.10, "concurrency": 20, "app_ms": 5,
         "restart_s": [20, 40], "kills": True, "seed": 2024, "timeout_s": 3600}
 SOAK_TARGETS = (("messages lost", "lost", "==", 0), ("messages left in the queue", "left_in_queue", "==", 0),
@@ -178,8 +179,8 @@ ROWS = (
         paired=(("grouped_over_ungrouped", "grouped", "ungrouped", "msgs_per_s"),),
         targets=(("one tenant alone / the same messages without a group, msgs/s (paired)", "grouped_over_ungrouped",
                   ">=", 0.95),)),
-    Row("fair_queue", "fair", cases={"without": D.but(app_ms=50),
-                                     "with": D.but(app_ms=50, queue={"max_concurrency_per_group": 10})},
+    Row("fair_queue", "fair", cases={"without": D.but(app_ms=50), "with": D.but(app_ms=50, queue=PER_GROUP_10),
+                                     "with_in_send_order": D.but(app_ms=50, queue=PER_GROUP_10, in_send_order=True)},
         shown=("quiet_p50_ms", "quiet_p99_ms", "quiet_rate_over_ideal", "backlog_over_ideal", "backlog_share_of_slots"),
         params={"backlog": (5000, 1000), "tenants": 10, "quiet_every_s": 0.1, "window_s": (40.0, 15.0),
                 "block": {"concurrency": 50, "app_ms": 50, "tenants": 10, "quiet_every_s": 0.1}},
