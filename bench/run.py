@@ -95,12 +95,12 @@ def main() -> int:
     settings = Settings(args.quick, args.runs, args.latency_messages)
     RESULTS.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
+    bench = Bench(settings)  # first: it installs fauxqs, whose version machine() reads
+    bench.vs = (Path(args.vs) / "bin" / "workerless").resolve() if args.vs else None
     results: dict[str, Any] = {"command": " ".join(["python bench/run.py", *sys.argv[1:]]), "quick": settings.quick,
                                "runs": settings.runs, "daemon_bin": str(harness.DAEMON_BIN), "vs": args.vs,
                                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(),
                                "scenarios": {}}
-    bench = Bench(settings)
-    bench.vs = (Path(args.vs) / "bin" / "workerless").resolve() if args.vs else None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
     failed = []
     try:
