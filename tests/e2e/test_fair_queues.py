@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import pytest
 
 from tests.support import (REPO_ROOT, Daemon, HttpApp, Queue, RecordedRequest, build_config_file, count_messages,
                            receive_all, status_url, wait_until)
@@ -59,13 +60,18 @@ class TenantMeter:
         return 200, {}, b""
 
 
+@pytest.fixture
+def meter(http_app: HttpApp) -> TenantMeter:
+    """The app answers after 0.5 s, counting each tenant's requests at once."""
+    http_app.respond = meter = TenantMeter(0.5)
+    return meter
+
+
 def test_one_tenants_messages_go_in_parallel(
-    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp,
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, meter: TenantMeter,
     sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
 ) -> None:
     queue = make_queue()
-    meter = TenantMeter(0.5)
-    http_app.respond = meter
     send_tenants(sqs, queue, {"acme": 30})
     proc = daemon(["-c", str(fair_config(tmp_path, http_app, queue, concurrency=10))], env=aws_env)
     wait_until(lambda: count_messages(sqs, queue.url) == 0, 120,
@@ -103,12 +109,10 @@ def test_a_failure_holds_back_none_of_its_group_mates(
 
 
 def test_the_group_cap_keeps_a_backlog_from_holding_every_slot(
-    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp,
+    daemon: Callable[..., Daemon], aws_env: dict[str, str], http_app: HttpApp, meter: TenantMeter,
     sqs: Any, make_queue: Callable[..., Queue], tmp_path: Path,
 ) -> None:
     queue = make_queue()
-    meter = TenantMeter(0.5)
-    http_app.respond = meter
     send_tenants(sqs, queue, {"big": 30})  # moto hands them out in order: the daemon must look past them itself
     send_tenants(sqs, queue, {"quiet": 3})
     config = fair_config(tmp_path, http_app, queue, concurrency=8, max_concurrency_per_group=2)
