@@ -19,7 +19,7 @@ COUNTERS = ("Received", "Succeeded", "Failed", "Expired", "DeadLettered", "Throt
             # copies of a success with another payload (validate_payload: failed undelivered)
             "Duplicates", "IdempotencyInProgress", "IdempotencyKeyMissing", "IdempotencyStoreErrors",
             "IdempotencyKeyConflicts",
-            "GroupWaits")  # deliveries that waited for their group's max_concurrency_per_group
+            "GroupWaits")  # messages that waited for their group's max_concurrency_per_group
 OVERALL = ""  # the "queue" of counters that belong to no queue
 # InternalErrors: unexpected errors a supervised loop survived; with [tracing], spans dropped from a full buffer
 # and span batches the collector did not take

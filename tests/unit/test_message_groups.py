@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 from workerless_gevent.delivery.groups import MAX_WAITING_MESSAGES, TOP_GROUPS, Groups
@@ -74,3 +75,27 @@ def test_the_status_rows_are_the_busiest_groups() -> None:
     rows = groups.rows()
     assert len(rows) == TOP_GROUPS
     assert rows[0].group == f"t{TOP_GROUPS + 4}" and rows[0].in_flight == 1 and rows[0].waiting == TOP_GROUPS + 4
+
+
+def test_a_batch_takes_its_groups_older_waiting_messages_first() -> None:
+    groups = Groups(1)
+    buffer = deque(grouped("events", "a", index) for index in range(4))
+    first, counted, _ = groups.take(buffer, 1)
+    assert groups.take(buffer, 10) == ([], (), 3)  # a-1..a-3 wait for a-0's delivery
+    buffer.append(grouped("events", "a", 4))
+    groups.finish(counted, buffer)
+    batch, _, _ = groups.take(buffer, 10)
+    assert [message.message_id for message in batch] == ["a-1", "a-2", "a-3", "a-4"] and groups.waiting_count == 0
+
+
+def test_a_message_waiting_near_the_receipt_limit_is_handed_back_to_be_released() -> None:
+    groups = Groups(1)
+    buffer = deque(grouped("events", "a", index) for index in range(3))
+    for message in buffer:
+        message.received_at = time.time()
+    old = buffer[1]
+    old.received_at = time.time() - 12 * 3600 + 200  # 200 s before SQS's limit: its visibility cannot be extended
+    groups.take(buffer, 1)
+    groups.take(buffer, 1)
+    assert groups.take_overdue() == [old] and groups.waiting_count == 1
+    assert groups.take_overdue() == []  # looked at most once a minute

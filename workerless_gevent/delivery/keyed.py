@@ -113,11 +113,14 @@ def carry_out(settler: Actions, queue: SqsQueue, received: list[Message], admiss
 def keep_pending(settler: Actions, queue: SqsQueue, received: list[Message], deliver: list[Message],
                  pending: list[tuple[Message, Claim]], guard: DeliveryGuard) -> list[Message]:
     """Claims the table did not take are claimed again in place, their messages kept (leased) with, on a FIFO
-    queue, the group-mates behind them; returns the rest of `deliver`."""
-    deliver, riding = split_behind(received, deliver, [message for message, _ in pending])
+    queue, every group-mate from the receive, those before them too: one delivered meanwhile that failed would be
+    received again behind the ones kept, out of its group's order. Returns the rest of `deliver`."""
+    groups = {message.fifo_group for message, _ in pending if message.fifo_group is not None}
+    riding = [message for message in deliver if message.fifo_group in groups] if groups else []
+    deliver = [message for message in deliver if message.fifo_group not in groups] if groups else deliver
     is_carried = set(map(id, riding)) | set(id(message) for message, _ in pending)
     carried = [message for message in received if id(message) in is_carried]
-    logger.debug("queue=%s %d idempotency claims not taken by the table: kept (with %d messages behind them) and "
+    logger.debug("queue=%s %d idempotency claims not taken by the table: kept (with %d group-mates) and "
                  "claimed again in place", queue.name, len(pending), len(riding), extra=fields(queue=queue.name))
     guard.retry(queue.name, carried, pending, lambda answer: readmit(settler, queue, carried, answer, guard))
     return deliver

@@ -115,7 +115,8 @@ class Poller:
 
     def finish(self, work: Work, failed_groups: set[str], overloaded: bool = False) -> list[Message]:
         """A delivery ended: free its FIFO groups and its place under the caps (an overload shrinks the
-        target's limit); return buffered messages of failed groups to release."""
+        target's limit); return buffered messages of failed groups (or waiting for their group near the receipt
+        limit) to release."""
         state = work.state
         if state.in_flight > 0:
             state.in_flight -= 1
@@ -134,6 +135,8 @@ class Poller:
         released = [message for message in buffer if message.fifo_group in failed_groups] if failed_groups else []
         for message in released:
             buffer.remove(message)
+        if state.groups is not None and state.groups.waiting:  # near SQS's receipt limit: received again, later
+            released += state.groups.take_overdue()
         now = time.monotonic()
         if self.last_finish:
             interval = min(1.0, max(1e-6, now - self.last_finish))  # a pause is no pace: it must not linger

@@ -50,6 +50,10 @@ class Idempotency:
         self.wake: Callable[[], None] = lambda: None  # the poller's, once it is built: a probe answered
         self.pending = PendingClaims(self.claim_keys, rng, stopping or gevent.event.Event())
         self.hold = StoreHold(self.health, store.probe, self.count_probe_failure, self.resume)
+        # A write that gets through brings the probe forward: the poller looks again (it spawns the probe), while
+        # the claims retried in place keep their back-off until the probe answers (each success must not wake
+        # them all against a table that throttles)
+        self.health.due = lambda: self.wake()
         self.extensions = Extensions(store, self.health, count)
         self.completions = Completions(store, self.health, self.config.expires_after, count, rng)
 

@@ -88,7 +88,8 @@ class PendingClaims:
     def _wait(self, queue: str, generation: int, carried: list[Message], attempt: int) -> bool:
         """A jittered back-off (cut short by a nudge); False once the retries are to be given up."""
         seconds = backoff_seconds(attempt, self.rng, RETRY_CAP_SECONDS, RETRY_BASE_SECONDS)
-        gevent.wait([self.nudged, self.stopping], count=1, timeout=seconds)
+        if gevent.wait([self.nudged, self.stopping], count=1, timeout=seconds) and not self.stopping.is_set():
+            gevent.sleep(self.rng.uniform(0, RETRY_BASE_SECONDS))  # a nudge wakes every retry: spread them out
         if self.stopping.is_set() or self.generations.get(queue, 0) != generation:
             return False
         now = time.time()
