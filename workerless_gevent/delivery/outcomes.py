@@ -2,11 +2,10 @@
 here when the delivery starts, and let go here when an outcome becomes its SQS action (delete, retry later,
 dead-letter, expire, release), which is also where its FIFO group is freed.
 
-"When is a message done?" When `Settler.settle` (after a delivery), `Settler.abandon` (after a bug or at stop),
-`Settler.release` (received, never started) or `Settler.admit` (expired) hands its one last SQS action to its queue
-(`queue.SqsQueue.delete` or `change_visibility`); the settler marks it settled as it does (`Settler.delete`,
-`Settler.change_visibility`), which stops its heartbeat. The queue's batcher then sends the action, retried until
-it lands or the message's visibility runs out."""
+"When is a message done?" When `Settler.settle` (after a delivery), `abandon` (after a bug or at stop), `release`
+(received, never started) or `admit` (expired) hands its one last SQS action to its queue (`SqsQueue.delete` or
+`change_visibility`); the settler marks it settled as it does (its `delete`, `change_visibility`), which stops its
+heartbeat. The queue's batcher then sends the action, retried until it lands or the message's visibility runs out."""
 
 from __future__ import annotations
 
