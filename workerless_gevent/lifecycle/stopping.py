@@ -88,10 +88,13 @@ class Stop:
         background = [gevent.spawn(engine.fleet.leave)]  # nothing runs under the shares any more
         background += [gevent.spawn(flush, deadline.remaining()) for flush in self.final_flushes]
         # the last successes' `completed` writes, which their deletes wait for (a reload's predecessors' too)
+        # and the claims retried in place, given up at the stop: their releases go out with the last flush
+        retries: list[gevent.Greenlet] = []
         for idempotency in [*engine.replaced_idempotency, engine.idempotency]:
             if idempotency is not None:
                 idempotency.completions.drain(deadline.remaining(deadline.completions_until))
-        gevent.joinall([greenlet for greenlet, _ in self.releases],
+                retries += list(idempotency.pending.retries)
+        gevent.joinall([*retries, *(greenlet for greenlet, _ in self.releases)],
                        timeout=deadline.remaining(deadline.completions_until))
         gevent.joinall([gevent.spawn(queue.flush, deadline.remaining()) for queue in self.queues()])
         self.name_unreleased()
