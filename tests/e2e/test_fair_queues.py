@@ -18,6 +18,7 @@ import pytest
 
 from tests.support import (REPO_ROOT, Daemon, HttpApp, Queue, RecordedRequest, build_config_file, count_messages,
                            receive_all, status_url, wait_until)
+from tests.e2e.test_idempotency import config
 
 from .helpers import http_get, workerless_send
 
@@ -188,11 +189,7 @@ def test_a_deferred_keyed_message_holds_back_none_of_its_tenant(
     assert not sqs.send_message_batch(QueueUrl=queue.url, Entries=[
         {"Id": str(index), "MessageBody": body, "MessageGroupId": "acme"} for index, body in enumerate(bodies)
     ]).get("Failed")
-    path = build_config_file(tmp_path, concurrency=4, shutdown_timeout=10,
-                             queues=[{"name": queue.name, "idempotency_key": "body:order.id",
-                                      "visibility_timeout": 30}],
-                             targets={"default": {"type": "http", "url": f"{http_app.url}/work"}},
-                             tables={"idempotency": {"table": claims_table, "expires_after": 600}})
+    path = config(tmp_path, http_app, queue, claims_table, visibility_timeout=30)
     proc = daemon(["-c", str(path)], env=aws_env)
     # 7 posts: the copy of "twice" is hidden until the first one's claim ends, then deleted as a duplicate.
     wait_until(lambda: {json.loads(request.body)["note"] for request in http_app.requests} >= {"6", "7"}, 60,

@@ -18,7 +18,7 @@ import gevent.event
 import pytest
 
 from tests.e2e.helpers import send_batch
-from tests.e2e.test_idempotency import KEY_HEADER, order
+from tests.e2e.test_idempotency import KEY_HEADER, config, order
 from tests.support import (CountingProxy, Daemon, HttpApp, MotoServer, Queue, build_config_file, count_messages,
                            status_url, wait_until)
 from tests.support.faults import FaultySqs, faulty_sqs_fixture, metric_total, sqs_env_fixture  # noqa: F401
@@ -102,11 +102,7 @@ def test_a_fifo_group_is_delivered_in_its_order_whatever_its_keys(
     sqs.send_message_batch(QueueUrl=queue.url, Entries=[
         {"Id": str(index), "MessageBody": body, "MessageGroupId": "G", "MessageDeduplicationId": f"d-{index}"}
         for index, body in enumerate(bodies)])
-    path = build_config_file(tmp_path, concurrency=4, shutdown_timeout=10,
-                             queues=[{"name": queue.name, "idempotency_key": "body:order.id",
-                                      "visibility_timeout": 10}],
-                             targets={"default": {"type": "http", "url": f"{http_app.url}/work"}},
-                             tables={"idempotency": {"table": claims_table, "expires_after": 600}})
+    path = config(tmp_path, http_app, queue, claims_table, visibility_timeout=10)
     proc = daemon(["-c", str(path)], env=sqs_env)
     expected = 8 if keyed == "every other" else 7  # the copy of F-twice is deleted as a duplicate
     http_app.wait_for_requests(expected, timeout=90)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.helpers import send_batch
-from tests.e2e.test_idempotency import KEY_HEADER, order
+from tests.e2e.test_idempotency import KEY_HEADER, config, order
 from tests.e2e.test_idempotency_faults import dynamodb_error, throttled_transaction
 from tests.support import Daemon, HttpApp, Queue, build_config_file, count_messages, wait_until
 from tests.support.faults import FaultySqs, faulty_sqs_fixture, sqs_env_fixture  # noqa: F401 (fixtures)
@@ -51,11 +51,7 @@ def test_a_partly_throttled_table_delivers_every_message_and_dead_letters_none(
     dead_letters = make_queue()
     queue = make_queue(RedrivePolicy=json.dumps({"deadLetterTargetArn": dead_letters.arn, "maxReceiveCount": "2"}),
                        VisibilityTimeout="10")
-    path = build_config_file(tmp_path, concurrency=4, shutdown_timeout=10,
-                             queues=[{"name": queue.name, "idempotency_key": "body:order.id",
-                                      "visibility_timeout": 10}],
-                             targets={"default": {"type": "http", "url": f"{http_app.url}/work"}},
-                             tables={"idempotency": {"table": claims_table, "expires_after": 600}})
+    path = config(tmp_path, http_app, queue, claims_table, visibility_timeout=10)
     proc = daemon(["-c", str(path)], env=sqs_env)
     proc.wait_for_output("workerless started", timeout=60)
     faulty_sqs.fault = partly_throttled(random.Random(48), THROTTLED_SHARE)
