@@ -1,8 +1,10 @@
 """DynamoDbWire, the idempotency claims' DynamoDB calls without botocore's client, against moto: the boto3
-client's method names and shapes for the operations it serves, and a loud refusal of any other."""
+client's method names and shapes for the operations it serves, and a loud refusal of any other; the store's
+claims and completions, the same through the wire and through botocore's client."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +15,9 @@ import botocore.session
 import pytest
 
 from tests.support import MotoServer
+from workerless_gevent.aws.tables import KEY
+from workerless_gevent.aws.tables import TTL_ATTRIBUTE as EXPIRES
+from workerless_gevent.idempotency.store import COMPLETED, IN_PROGRESS, PAYLOAD, Claim, IdempotencyStore, VerdictKind
 from workerless_gevent.wire.dynamodb import METHODS, OPERATIONS, DynamoDbWire
 
 KEY_SCHEMA = {"AttributeDefinitions": [{"AttributeName": "id", "AttributeType": "S"}],
@@ -59,3 +64,28 @@ def test_a_call_it_does_not_serve_is_refused_by_name(wire: Any) -> None:
         wire.put_item(TableName="t", Item={})
     assert not hasattr(wire, "get_item")
     assert wire.describe_table is wire.describe_table  # made once, then an attribute of the wire
+
+
+@pytest.mark.parametrize("transport", ["wire", "botocore"])
+def test_the_stores_claims_and_completions_write_the_same_items_through_either_transport(
+        transport: str, wire: Any, moto_server: MotoServer, claims_table: str) -> None:
+    """The claims' and completions' requests are made from JSON templates (sent as they are on the wire, decoded
+    for botocore's client behind a proxy): keys with quotes, percent signs and non-ASCII text land as written."""
+    client = moto_server.client("dynamodb")
+    client.create_table(TableName=claims_table, AttributeDefinitions=[{"AttributeName": KEY, "AttributeType": "S"}],
+                        KeySchema=[{"AttributeName": KEY, "KeyType": "HASH"}], BillingMode="PAY_PER_REQUEST")
+    store = IdempotencyStore(wire if transport == "wire" else client, claims_table)
+    slots = ['idempotency/q/"quoted" %s {0}', "idempotency/q/ключ ✓", "idempotency/q/plain"]
+    deadline = int(time.time()) + 60
+    claims = [Claim(slot, f"token-{index}", deadline, "ab12" if index else None) for index, slot in enumerate(slots)]
+    assert [verdict.kind for verdict in store.claim_all(claims)] == [VerdictKind.CLAIMED] * 3
+    again = store.claim_all([claim._replace(token="another") for claim in claims])
+    assert [verdict.kind for verdict in again] == [VerdictKind.BUSY] * 3
+    assert client.get_item(TableName=claims_table, Key={KEY: {"S": slots[1]}})["Item"] == {
+        KEY: {"S": slots[1]}, "state": {"S": IN_PROGRESS}, "owner": {"S": "token-1"}, EXPIRES: {"N": str(deadline)}}
+    assert store.complete_all(claims, deadline + 3600) == set(slots)
+    items = [client.get_item(TableName=claims_table, Key={KEY: {"S": slot}})["Item"] for slot in slots]
+    assert items[0] == {KEY: {"S": slots[0]}, "state": {"S": COMPLETED}, "owner": {"S": "token-0"},
+                        EXPIRES: {"N": str(deadline + 3600)}}
+    assert [item[PAYLOAD] for item in items[1:]] == [{"S": "ab12"}] * 2
+    assert [verdict.kind for verdict in store.claim_all(claims)] == [VerdictKind.COMPLETED] * 3

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Collection
-from dataclasses import replace
 
 import gevent
 import gevent.event
@@ -163,7 +162,7 @@ class Idempotency:
 
     def complete(self, message: Message, delete: Callable[[], None]) -> None:
         """After a success: `completed`, then `delete`."""
-        claim = replace(claim_of(message), payload_hash=message.payload_hash)
+        claim = claim_of(message)
         message.claim = None
         self.completions.add(message, claim, delete)
 

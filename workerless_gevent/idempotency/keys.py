@@ -59,9 +59,9 @@ def item_key(queue: str, key: str) -> str:
 
 
 def claim_of(message: Message, deadline: int = 0) -> Claim:
-    """The claim a message holds (its token and key), with the deadline an extension would write."""
+    """The claim a message holds (its token, key and payload's digest), with the deadline an extension would write."""
     assert message.claim is not None and message.idempotency_key is not None
-    return Claim(item_key(message.queue, message.idempotency_key), message.claim, deadline)
+    return Claim(item_key(message.queue, message.idempotency_key), message.claim, deadline, message.payload_hash)
 
 
 def shown_key(message: Message) -> str:

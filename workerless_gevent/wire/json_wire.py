@@ -32,6 +32,11 @@ ENCODE_JSON = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps would
 SCAN_JSON: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
+class Encoded(str):
+    """A request's parameters already in JSON (the idempotency table's claims and completions, made from
+    templates: `idempotency.store.Template`), sent as they are."""
+
+
 class JsonWire(AwsEndpoint):
     """AWS JSON 1.0: every call a POST to the endpoint's path, the action named in X-Amz-Target."""
 
@@ -44,14 +49,14 @@ class JsonWire(AwsEndpoint):
 
     # ---------------------------------------------------------------- one request
 
-    def call(self, action: str, params: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
+    def call(self, action: str, params: dict[str, Any] | Encoded, deadline: float | None = None) -> dict[str, Any]:
         """One call with botocore's standard-mode retries (see `retries`), signed anew per attempt; no retry
         starts past `deadline` (time.monotonic(): for a batch, when its first message is visible again)."""
         return self.retrier.call(lambda: self.call_once(action, params), deadline)
 
-    def call_once(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
+    def call_once(self, action: str, params: dict[str, Any] | Encoded) -> dict[str, Any]:
         """POST one JSON request; the parsed answer with ResponseMetadata, or a botocore exception."""
-        body = ENCODE_JSON(params).encode("utf-8")
+        body = (params if isinstance(params, Encoded) else ENCODE_JSON(params)).encode("utf-8")
         headers = self.signer.headers(self.target_prefix + action, body)
         request = post_request(self.path, self.fixed_headers, headers, body)
         started = time.monotonic()
