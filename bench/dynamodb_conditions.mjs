@@ -9,8 +9,15 @@ export class Failure extends Error {
   }
 }
 
+const tokenized = new Map(); // the daemon sends a few expressions, each thousands of times: split once
+
 function tokenize(text) {
-  return text.match(/\(|\)|,|<>|<=|>=|=|<|>|[#:]?[A-Za-z0-9_.\-]+/g) ?? [];
+  let tokens = tokenized.get(text);
+  if (tokens === undefined) {
+    tokens = text.match(/\(|\)|,|<>|<=|>=|=|<|>|[#:]?[A-Za-z0-9_.\-]+/g) ?? [];
+    if (tokenized.size < 1000) tokenized.set(text, tokens);
+  }
+  return tokens;
 }
 
 function evaluate(text, item, names = {}, values = {}) {
