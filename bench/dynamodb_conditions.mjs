@@ -10,15 +10,8 @@ export class Failure extends Error {
 }
 
 const tokenized = new Map(); // the daemon sends a few expressions, each thousands of times: split once
-
-function tokenize(text) {
-  let tokens = tokenized.get(text);
-  if (tokens === undefined) {
-    tokens = text.match(/\(|\)|,|<>|<=|>=|=|<|>|[#:]?[A-Za-z0-9_.\-]+/g) ?? [];
-    if (tokenized.size < 1000) tokenized.set(text, tokens);
-  }
-  return tokens;
-}
+const tokenize = (text) => tokenized.get(text)
+  ?? tokenized.set(text, text.match(/\(|\)|,|<>|<=|>=|=|<|>|[#:]?[A-Za-z0-9_.\-]+/g) ?? []).get(text);
 
 function evaluate(text, item, names = {}, values = {}) {
   const tokens = tokenize(text);

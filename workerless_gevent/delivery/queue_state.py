@@ -79,14 +79,15 @@ class QueueState:
         seconds = self.paused_seconds()
         if self.flow is not None and seconds <= 0:
             seconds = self.flow.wait_seconds()
-        if seconds <= 0 and (self.fleet_gates or self.receive_hold is not None):  # when nothing local holds it back
+        if seconds > 0:
+            return seconds
+        # when nothing local holds it back: the fleet's gates, and a hold (which holds receives, not what was
+        # received: a buffer is delivered, keyless messages as usual, claimed ones before their claims lapse)
+        if self.fleet_gates:
             has_work = self.has_work()
-            waits = [gate.wait_seconds(has_work) for gate in self.fleet_gates]
-            # A hold holds receives, not what was received: a buffer is delivered (keyless messages as usual,
-            # claimed ones before their claims lapse), and the receiver starts no receive meanwhile.
-            if self.receive_hold is not None and not self.receiving.buffer:
-                waits.append(self.receive_hold.hold_seconds())
-            seconds = max(waits, default=0.0)
+            seconds = max(gate.wait_seconds(has_work) for gate in self.fleet_gates)
+        if self.receive_hold is not None and not self.receiving.buffer:
+            seconds = max(seconds, self.receive_hold.hold_seconds())
         return seconds
 
     def has_work(self) -> bool:
