@@ -26,7 +26,8 @@ from .extensions import Extensions
 from .health import StoreHold, StoreHealth
 from .keys import claim_of, item_key, key_of, payload_digest, shown_key
 from .pending import PendingClaims
-from .store import Claim, IdempotencyStore, VerdictKind
+from .store import Claim, IdempotencyStore, Verdict, VerdictKind
+from .transactions import Request, Transactions
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class Idempotency:
         self.rng = rng
         self.health = StoreHealth(self.config, rng)
         self.wake: Callable[[], None] = lambda: None  # the poller's, once it is built: a probe answered
+        self.transactions = Transactions(self.claim_together, self.not_taken)
         self.pending = PendingClaims(self.claim_keys, rng, stopping or gevent.event.Event())
         self.hold = StoreHold(self.health, store.probe, self.count_probe_failure, self.resume)
         # A write that gets through brings the probe forward: the poller looks again (it spawns the probe), while
@@ -99,27 +101,46 @@ class Idempotency:
 
     def claim_keys(self, queue: str, pairs: list[tuple[Message, Claim]], admission: Admission,
                    deferred: dict[int, int]) -> None:
-        """One transaction for these keys: each claimed message gets its token, each copy of a success goes to
-        `duplicates`, each key held elsewhere to `deferred`, each claim the table did not take (holding) to
-        `pending`. validate_payload's digest goes with the claim, computed once, and is kept for `complete`."""
+        """Claim these keys, in a transaction shared with the receives made meanwhile (`transactions`): each
+        claimed message gets its token, each copy of a success goes to `duplicates`, each key held elsewhere to
+        `deferred`, each claim the table did not take (holding) to `pending`. validate_payload's digest goes with
+        the claim, computed once, and is kept for `complete`."""
         if self.health.is_waiting_for_table:  # the table is being made: no claim can be made yet
             admission.pending.extend(pairs)
             return
+        self.transactions.claim(Request(queue, pairs, admission, deferred))
+
+    def claim_together(self, requests: list[Request]) -> None:
+        """One transaction for the requests' claims; a failed or throttled one is one failed call."""
         # each try's deadline from its message's visibility now (the heartbeat extends it while a claim waits)
-        sent = [Claim(claim.slot, claim.token, claim_deadline(message), claim.payload_hash) for message, claim in pairs]
+        sent = [[Claim(claim.slot, claim.token, claim_deadline(message), claim.payload_hash)
+                 for message, claim in request.pairs] for request in requests]
         try:
-            verdicts = self.store.claim_all(sent)
+            verdicts = self.store.claim_all([claim for claims in sent for claim in claims])
         except AWS_ERRORS as error:
-            self.failed(queue, describe_error(error))
-            if self.health.holds:
-                admission.pending.extend(pairs)
+            self.failed(requests[0].queue, describe_error(error))
+            for request in requests:
+                self.not_taken(request)
             return
         throttled = sum(1 for verdict in verdicts if verdict.kind is VerdictKind.THROTTLED)
         if throttled:
-            self.failed(queue, f"ThrottlingError: {throttled} of {len(pairs)} claims throttled")
+            self.failed(requests[0].queue, f"ThrottlingError: {throttled} of {len(verdicts)} claims throttled")
         else:
             self.health.succeeded()
-        for (message, claim), verdict in zip(zip([message for message, _ in pairs], sent), verdicts):
+        answers = iter(verdicts)
+        for request, claims in zip(requests, sent):
+            self.admit(request, claims, [next(answers) for _ in claims])
+
+    def not_taken(self, request: Request) -> None:
+        """Claims the table did not take as a whole (a failed call): kept and claimed again in place (hold), or
+        delivered without them (deliver: at least once)."""
+        if self.health.holds:
+            request.admission.pending.extend(request.pairs)
+        request.answered = True
+
+    def admit(self, request: Request, sent: list[Claim], verdicts: list[Verdict]) -> None:
+        admission, deferred = request.admission, request.deferred
+        for (message, _), claim, verdict in zip(request.pairs, sent, verdicts):
             if verdict.kind is VerdictKind.CLAIMED:
                 message.claim, message.payload_hash = claim.token, claim.payload_hash
                 if has_lapsed(message, claim):
@@ -133,6 +154,7 @@ class Idempotency:
                     admission.pending.append((message, claim))
             else:
                 deferred[id(message)] = within_limits(message, verdict.seconds)
+        request.answered = True
 
     def failed(self, queue: str, error: str) -> None:
         self.count(queue, "IdempotencyStoreErrors", 1)
