@@ -1,7 +1,8 @@
 """Idempotent delivery as the settler asks for it (`delivery.keyed.DeliveryGuard`): at receive, each keyed
-message's claim (one transaction per receive) says deliver, delete as a duplicate, or wait for the claim held
-elsewhere; after a success the key becomes `completed` before the delete (`completions.py`); a message that fails
-or is released gives its claim up first, so its next receive may claim it again at once."""
+message's claim (in a transaction shared with the receives made meanwhile: `transactions.py`) says deliver,
+delete as a duplicate, or wait for the claim held elsewhere; after a success the key becomes `completed` before
+the delete (`completions.py`); a message that fails or is released gives its claim up first, so its next
+receive may claim it again at once."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ class Idempotency:
         return queue in self.specs
 
     def claim(self, queue: str, messages: list[Message]) -> Admission:
-        """Read each message's key and claim the keys (one transaction). A claim the table throttles or fails
+        """Read each message's key and claim the keys (`claim_keys`). A claim the table throttles or fails
         is `pending` (hold: `retry` claims it again in place, the message kept) or delivered without it
         (deliver: at least once). The admission keeps the receive's order (a FIFO group's messages are
         delivered in it, keyed or not)."""

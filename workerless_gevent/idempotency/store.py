@@ -1,9 +1,10 @@
 """Idempotency items in DynamoDB: one per key (`slot`, as in the daemon's other tables: `aws.tables`), `in
 progress` while a delivery holds it and `completed` once it succeeded, each with `expires_at` (epoch seconds:
 the TTL attribute, and the claim's deadline or the end of the memory of a success). Every write is conditional
-or batched: a receive's claims are one TransactWriteItems, completions go out 25 to a BatchWriteItem. Those two
-are most of the table's traffic, and their requests are made from JSON templates (`Template`): encoding a claim's
-constant parts again at every call was the larger part of what a keyed message costs on the CPU."""
+or batched: claims go in TransactWriteItems (`transactions.py` gathers the receives' into shared ones),
+completions 25 to a BatchWriteItem. Those two are most of the table's traffic, and their requests are made from
+JSON templates (`Template`): encoding a claim's constant parts again at every call was the larger part of what
+a keyed message cost on the CPU."""
 
 from __future__ import annotations
 
