@@ -59,13 +59,10 @@ def main() -> int:
                     break
             done = []
             for message in messages:
-                headers = {
-                    "Content-Type": "application/json",
-                    "User-Agent": "aws-sqsd/baseline",
-                    "X-Aws-Sqsd-Msgid": message["MessageId"],
-                    "X-Aws-Sqsd-Queue": name,
-                    "X-Aws-Sqsd-Receive-Count": message.get("Attributes", {}).get("ApproximateReceiveCount", "1"),
-                }
+                headers = {"Content-Type": "application/json", "User-Agent": "aws-sqsd/baseline",
+                           "X-Aws-Sqsd-Msgid": message["MessageId"], "X-Aws-Sqsd-Queue": name,
+                           "X-Aws-Sqsd-Receive-Count": message.get("Attributes", {}).get("ApproximateReceiveCount",
+                                                                                         "1")}
                 try:
                     response = http.request("POST", path, body=message["Body"].encode(), headers=headers)
                     response.read()

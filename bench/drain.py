@@ -14,6 +14,7 @@ from typing import Any
 import harness
 from figures import drain_text, interleave, middle_rate, paired, ratios, spreads
 from harness import free_port, unique
+from processes import proc_cpu_seconds
 from session import Bench
 from shapes import Case, Row, place
 
@@ -33,8 +34,8 @@ def traced(bench: Bench, case: Case) -> dict[str, str] | None:
     variables = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_SAMPLER": sampler, **SPAN_BUFFER}
     return variables | ({"OTEL_TRACES_SAMPLER_ARG": argument} if argument else {})
 
-def dynamodb_figures(bench: Bench, table: str, delivered: int) -> dict[str, Any]:
-    """DynamoDB requests per delivered message by the stand-in's count of one table, and its batches' sizes."""
+def dynamodb_figures(bench: Bench, table: str, delivered: int, cpu_before: float) -> dict[str, Any]:
+    """DynamoDB requests per delivered message by the stand-in's count of one table, its batches' sizes, its CPU."""
     stats = bench.dynamodb.stats(f"?table={table}")
     requests, items = stats["requests"].get(table, {}), stats["items"].get(table, {})
     startup = ("DescribeTable", "CreateTable", "DescribeTimeToLive", "UpdateTimeToLive")
@@ -43,7 +44,9 @@ def dynamodb_figures(bench: Bench, table: str, delivered: int) -> dict[str, Any]
             "dynamodb_startup_requests": sum(requests.get(action, 0) for action in startup),
             "claims_per_transaction": items.get("TransactWriteItems", 0) / claims if claims else None,
             "completions_per_batch_write": items.get("BatchWriteItem", 0) / completions if completions else None,
-            "dynamodb_mean_added_ms": stats["mean_added_ms"], "dynamodb_by_action": requests}
+            "dynamodb_mean_added_ms": stats["mean_added_ms"], "dynamodb_by_action": requests,
+            "dynamodb_standin_cpu_us_per_msg": ((proc_cpu_seconds(bench.dynamodb.pid) or 0) - cpu_before) / max(
+                1, delivered) * 1e6}
 
 def otlp_figures(bench: Bench, case: Case, delivered: int) -> dict[str, Any]:
     stats = bench.otlp.stats()
@@ -69,6 +72,7 @@ def one_drain(bench: Bench, case: Case, label: str, messages: int, import_trace:
     if table is not None:
         bench.dynamodb.set_delay(case.dynamodb_ms)
         bench.dynamodb.call("POST", f"create?table={table}")  # there before the start, as after a first start
+    standin_cpu = proc_cpu_seconds(bench.dynamodb.pid) or 0.0 if table is not None else 0.0
     if import_trace:
         os.environ["PYTHONPROFILEIMPORTTIME"] = "1"  # worker_env copies it into the daemon's environment
     try:
@@ -85,7 +89,7 @@ def one_drain(bench: Bench, case: Case, label: str, messages: int, import_trace:
     if import_trace:
         result["opentelemetry_modules"] = len(set(re.findall(r"\|\s*(opentelemetry[\w.]*)\s*$", text, re.M)))
     if table is not None:
-        result.update(dynamodb_figures(bench, table, delivered))
+        result.update(dynamodb_figures(bench, table, delivered, standin_cpu))
         bench.dynamodb.call("POST", f"forget?table={table}")
     if case.tracing is not None:
         result.update(otlp_figures(bench, case, delivered))

@@ -86,8 +86,7 @@ def drain_together(bench: Any, label: str, processes: int, messages: int, delay_
 
 def fleet_run(bench: Any, label: str, processes: int, messages: int, delay_ms: float, concurrency: int
               ) -> dict[str, Any]:
-    result, stats, by_action = drain_together(
-        bench, label, processes, messages, delay_ms, drained=True,
+    result, stats, by_action = drain_together(bench, label, processes, messages, delay_ms, drained=True,
         make=lambda name, queue: bench.daemon(name, queues=[queue], concurrency=concurrency, extra=("--drain",)),
         wait=lambda workers: bench.sink.wait(messages, timeout=60 + messages / 50))
     if stats["count"] < messages:

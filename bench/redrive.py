@@ -21,9 +21,8 @@ from figures import interleave, paired, spreads
 from harness import unique
 from shapes import Row
 
-# name -> (SQS round trip ms, --parallel)
-CASES: dict[str, tuple[float, int]] = {"rtt0_p1": (0, 1), "rtt0_p10": (0, 10), "rtt20_p1": (20, 1),
-                                        "rtt20_p10": (20, 10)}
+CASES: dict[str, tuple[float, int]] = {  # name -> (SQS round trip ms, --parallel)
+    "rtt0_p1": (0, 1), "rtt0_p10": (0, 10), "rtt20_p1": (20, 1), "rtt20_p10": (20, 10)}
 KEYS = ("msgs_per_s", "wall_msgs_per_s", "cpu_us_per_msg", "sqs_requests_per_msg", "lost", "duplicated",
         "left_in_dead_letter_queue", "harm")
 LAST_LINE = re.compile(r"moved (\d+) of \d+ messages \(100 %, ([\d,]+) msg/s\)")
