@@ -51,7 +51,8 @@ def held_first(faulty_sqs: FaultySqs) -> Iterator[gevent.event.Event]:
 def claim_at_once(guard: Idempotency, receives: list[list[Message]], held: gevent.event.Event,
                   faulty_sqs: FaultySqs, fault: Any = None) -> list[Admission]:
     """The first receive's claims on their way (held), then the others (and `fault` from then on); all answered
-    once the first is let go."""
+    once the first is let go. (The others would go out beside a transaction held this long: not in this test.)"""
+    guard.transactions.behind_seconds = 60.0
     claims = [gevent.spawn(guard.claim, "first", receives[0])]
     wait_until(lambda: len(faulty_sqs.pending("TransactWriteItems")) == 1, 10)
     claims += [gevent.spawn(guard.claim, "first", messages) for messages in receives[1:]]
@@ -109,3 +110,18 @@ def test_a_shared_transaction_that_fails_is_one_failed_call_and_keeps_every_rece
     assert [[message for message, _ in admission.pending] for admission in admissions[1:]] == receives[1:]
     assert not any(admission.deliver for admission in admissions[1:])
     assert guard.health.is_holding
+
+
+def test_a_slow_transaction_holds_back_the_receives_behind_it_only_half_a_second(
+    tmp_path: Path, wire: DynamoDbWire, faulty_sqs: FaultySqs, claims_table: str, held_first: gevent.event.Event,
+) -> None:
+    guard = build_guard(tmp_path, wire, claims_table, Registry())
+    first = gevent.spawn(guard.claim, "first", received("S-1"))
+    wait_until(lambda: len(faulty_sqs.pending("TransactWriteItems")) == 1, 10)
+    behind = gevent.spawn(guard.claim, "first", received("S-2"))
+    assert behind.get(timeout=30).deliver  # claimed while the first is still held
+    assert not first.ready() and len(faulty_sqs.pending("TransactWriteItems")) == 1
+    sent = [request.started for request in faulty_sqs.requests if request.action == "TransactWriteItems"]
+    assert len(sent) == 2 and sent[1] - sent[0] >= 0.45  # it waited for the first, until that one was slow
+    held_first.set()
+    assert first.get(timeout=30).deliver

@@ -1,13 +1,15 @@
 """The claims of receives made at once, gathered into shared transactions: a receive's claims go out at once when
 no transaction is on its way; behind one, the receives that come meanwhile gather, and the next goes when it
-ends or when 100 claims (TransactWriteItems' limit) wait. A busy daemon then sends one transaction for several
-receives, not one each: each request costs the daemon (and DynamoDB) far more than the claims it carries, and a
-receive waits at most for the transaction before its own."""
+ends, when 100 claims (TransactWriteItems' limit) wait, or when the latest has been on its way BEHIND_SECONDS (a
+slow call holds back no receive longer). A busy daemon then sends one transaction for several receives, not one
+each: each request costs the daemon (and DynamoDB) far more than the claims it carries."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import time
 
 import gevent.event
 
@@ -17,6 +19,7 @@ from .store import Claim
 
 MAX_CLAIMS = 100  # TransactWriteItems' limit on the items of one transaction
 MAX_IN_FLIGHT = 16  # transactions on their way at once: full ones go out beside the one on its way
+BEHIND_SECONDS = 0.5  # DynamoDB answers a transaction in tens of ms: one this slow is not waited for
 
 
 @dataclass(eq=False)
@@ -43,6 +46,8 @@ class Transactions:
         self.unanswered = unanswered  # a request its transaction never answered (the sender was killed)
         self.gathered: list[Request] = []
         self.in_flight = 0
+        self.sent_at = 0.0  # time.monotonic() of the latest transaction's start
+        self.behind_seconds = BEHIND_SECONDS
         self.ended = gevent.event.Event()  # replaced as each transaction ends: the gathered look again
 
     def claim(self, request: Request) -> None:
@@ -50,11 +55,13 @@ class Transactions:
         self.gathered.append(request)
         try:
             while not request.answered:
-                if request in self.gathered and (self.in_flight == 0 or (
-                        self.in_flight < MAX_IN_FLIGHT and sum(map(len, self.gathered)) >= MAX_CLAIMS)):
+                behind = self.behind_seconds - (time.monotonic() - self.sent_at)
+                if request in self.gathered and (self.in_flight == 0 or (self.in_flight < MAX_IN_FLIGHT and (
+                        behind <= 0 or sum(map(len, self.gathered)) >= MAX_CLAIMS))):
                     self._send()
-                else:  # a transaction on its way (perhaps carrying this request) ends first
-                    self.ended.wait()
+                else:  # a transaction on its way (perhaps carrying this request) ends first, or gets slow
+                    waits = request in self.gathered and self.in_flight < MAX_IN_FLIGHT
+                    self.ended.wait(max(0.01, behind) if waits else None)
         finally:  # killed while it waited (a stop): nobody would use its claims
             if request in self.gathered:
                 self.gathered.remove(request)
@@ -76,6 +83,7 @@ class Transactions:
         taken = set(map(id, batch))
         self.gathered = [request for request in self.gathered if id(request) not in taken]
         self.in_flight += 1
+        self.sent_at = time.monotonic()
         try:
             self.claim_together(batch)
         finally:
