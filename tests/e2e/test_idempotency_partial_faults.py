@@ -104,3 +104,26 @@ def test_a_receives_messages_without_a_key_are_delivered_while_the_table_fails(
     keyed = http_app.requests[9]
     assert keyed.headers.get(KEY_HEADER) == "H-1"
     assert keyed.headers["x-aws-sqsd-receive-count"] == "1"
+
+
+def test_drain_waits_for_the_claims_retried_in_place(
+    daemon: Callable[..., Daemon], sqs_env: dict[str, str], faulty_sqs: FaultySqs, http_app: HttpApp, sqs: Any,
+    make_queue: Callable[..., Queue], claims_table: str, tmp_path: Path,
+) -> None:
+    """--drain with every claim throttled for 12 s: between probes the queue comes back empty from its long polls
+    (the daemon keeps its messages while their claims are retried in place), and the daemon waits for them, not
+    just for the queue (it exited after 6 s, having delivered nothing, on e5c2204)."""
+    queue = make_queue(VisibilityTimeout="10")
+    bodies = [order(f"D-{index}", str(index)) for index in range(10)]
+    send_batch(sqs, queue.url, bodies)
+    faulty_sqs.fault = partly_throttled(random.Random(7), 1.0)
+    proc = daemon(["-c", str(config(tmp_path, http_app, queue, claims_table, visibility_timeout=10)), "--drain"],
+                  env=sqs_env)
+    wait_until(lambda: faulty_sqs.faulted_count("TransactWriteItems") >= 1, 30, message=proc.output)
+    throttled_until = time.monotonic() + 12  # long polls of 1 s come back empty meanwhile, after each probe
+    wait_until(lambda: not proc.alive() or time.monotonic() >= throttled_until, 20)
+    assert proc.alive(), f"--drain exited while claims were retried in place:\n{proc.output()[-3000:]}"
+    faulty_sqs.fault = None
+    assert proc.wait_exit(timeout=60) == 0
+    assert sorted({request.body.decode() for request in http_app.requests}) == sorted(bodies)
+    assert count_messages(sqs, queue.url) == 0

@@ -168,6 +168,10 @@ class Idempotency:
         retries were given up (a stop, the queue retired, SQS's receipt limit)."""
         self.pending.retry(queue, carried, pending, done)
 
+    def is_retrying(self) -> bool:
+        """Claims are retried in place (their messages kept by the daemon, not in any queue for now)."""
+        return len(self.pending.retries) > 0
+
     def abandon(self, queues: Collection[str]) -> None:
         """A reload took these queues out: their claims retried in place are given up (`retry`'s `done`)."""
         self.pending.abandon(queues)

@@ -201,8 +201,12 @@ class Daemon:
         self.stop.run()
 
     def watch_for_drained(self) -> None:
-        """--drain: stop once every queue came back empty from a long poll and nothing is in flight."""
+        """--drain: stop once every queue came back empty from a long poll and nothing is in flight (claims
+        retried in place count: their messages are the daemon's while the queue looks empty)."""
         while not self.stopping.wait(0.1):
+            idempotency = self.engine.idempotency
+            if idempotency is not None and idempotency.is_retrying():
+                continue
             if not self.in_flight and not self.engine.draining and self.poller.is_drained():
                 self.request_stop("drained: every queue is empty")
 
