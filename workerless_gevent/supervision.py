@@ -13,7 +13,7 @@ from typing import Any
 import gevent
 import gevent.event
 
-from .metrics import OVERALL
+from .metrics import OVERALL, Count
 from .rules import backoff_seconds
 
 logger = logging.getLogger(__name__)
@@ -21,7 +21,6 @@ logger = logging.getLogger(__name__)
 MAX_RESTART_SECONDS = 30.0
 REPEAT_WARNING_SECONDS = 60.0  # an unexpected error seen before is a one-line WARNING at most this often
 SEEN_LIMIT = 1000
-Count = Callable[[str, str], None]  # Registry.count(queue, name)
 
 _last_logged: dict[tuple[str, str, str, int], float] = {}  # where, error type, file, line -> time.monotonic()
 

@@ -16,7 +16,7 @@ import gevent.pool
 from ..errors import AWS_ERRORS, describe_error
 from ..logs import fields
 from ..message import Message
-from ..metrics import OVERALL
+from ..metrics import OVERALL, Count
 from ..rules import backoff_seconds
 from ..supervision import log_unexpected
 from .health import StoreHealth
@@ -34,7 +34,6 @@ MAX_IN_FLIGHT = 16
 RETRY_CAP_SECONDS = 5.0
 DEADLINE_MARGIN_SECONDS = 1.0  # the delete must still reach SQS before the message is visible again
 
-Count = Callable[[str, str, int], None]
 
 
 @dataclass(eq=False)

@@ -13,7 +13,7 @@ import gevent.pool
 from ..errors import AWS_ERRORS, describe_error
 from ..logs import fields
 from ..message import Message
-from .completions import Count
+from ..metrics import Count
 from .deadlines import claim_deadline
 from .health import StoreHealth, StoreTimeout, within
 from .keys import claim_of, shown_key

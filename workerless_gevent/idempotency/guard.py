@@ -20,8 +20,9 @@ from ..config.model import Config
 from ..errors import AWS_ERRORS, describe_error
 from ..logs import fields
 from ..message import Message
+from ..metrics import Count
 from .admission import Admission
-from .completions import Completions, Count
+from .completions import Completions
 from .deadlines import claim_deadline, claim_seconds, has_lapsed, within_limits
 from .extensions import Extensions
 from .health import StoreHold, StoreHealth

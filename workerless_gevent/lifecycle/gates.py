@@ -11,7 +11,8 @@ import gevent
 import gevent.event
 
 from ..config.model import HttpTargetConfig, TargetConfig
-from ..supervision import Count, spawn_supervised
+from ..metrics import Count
+from ..supervision import spawn_supervised
 from ..targets.readiness import AppReadiness
 
 

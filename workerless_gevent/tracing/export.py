@@ -9,7 +9,6 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -18,11 +17,10 @@ import requests
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from ..metrics import OVERALL
+from ..metrics import OVERALL, Count
 
 logger = logging.getLogger(__name__)
 
-Count = Callable[[str, str, int], None]
 # a session the SDK's exporter makes itself from a plugin these name (an AWS SigV4 signer, for one)
 CREDENTIAL_PROVIDERS = ("OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
                         "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER")

@@ -20,10 +20,11 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from .. import __version__
 from ..config.model import Config
+from ..metrics import Count
 from . import encoding
 from .attributes import REPEATING
 from .current import TraceIds
-from .export import Count, SpanBuffer, exporter_session
+from .export import SpanBuffer, exporter_session
 from .spans import Tracing
 
 DEFAULT_SERVICE = "workerless"
