@@ -97,3 +97,25 @@ def test_the_emulators_answers_come_back_in_boto3s_shape(emulator: LambdaEmulato
         wire.invoke(FunctionName="billing-fn", Payload=b"{}")
     assert raised.value.response["Error"]["Code"] == "ResourceNotFoundException"
     assert "serves no function named 'billing-fn'" in raised.value.response["Error"]["Message"]
+
+
+def test_an_answer_over_lambdas_limit_fails_the_invocation_and_is_not_read_whole() -> None:
+    """Lambda answers at most 6 MB; an endpoint_url's emulator that sends 9 MiB fails the invocation past 7 MiB,
+    with a line that says so, and the next invocation goes on a new connection."""
+
+    def sized(event: dict[str, Any], context: Any) -> Any:
+        return "x" * (9 * 1024 * 1024) if event.get("big") else {"batchItemFailures": []}
+
+    server = LambdaEmulator(sized, timeout_seconds=10)
+    server.start()
+    try:
+        wire = LambdaWire(server.url, REGION, None, concurrency=2, read_timeout=10, is_signed=False, is_emulator=True)
+        with pytest.raises(botocore.exceptions.HTTPClientError) as raised:
+            wire.invoke(FunctionName="function", Payload=json.dumps({"big": True}))
+        assert f"answered HTTP 200 with a body over {7 * 1024 * 1024} bytes (Lambda's limit is 6 MB)" in str(
+            raised.value)
+        response = wire.invoke(FunctionName="function", Payload=json.dumps({"Records": []}))
+        assert (response["StatusCode"], response["Payload"].read()) == (200, b'{"batchItemFailures": []}')
+        assert len(server.invocations) == 2  # the first was not sent again
+    finally:
+        server.stop()

@@ -35,6 +35,7 @@ import gevent.socket
 from .endpoint import AwsEndpoint, WireOptions
 from .http import STALE_ERRORS, Connections, post_request
 from .lambda_emulator import as_lambda_answer
+from .parsing import AnswerTooLarge
 from .retries import Retrier, retry_cost
 from .sigv4 import MAX_CACHED_TARGETS, RestSigner
 
@@ -44,6 +45,9 @@ URI_SAFE = "-._~"  # botocore's percent_encode: everything else in a name, ARN o
 HEADER_MEMBERS = (("FunctionError", "x-amz-function-error"), ("LogResult", "x-amz-log-result"),
                   ("ExecutedVersion", "x-amz-executed-version"),
                   ("DurableExecutionArn", "x-amz-durable-execution-arn"))
+# Lambda answers a synchronous Invoke with at most 6 MB; a function's endpoint_url (an emulator) could send any
+# amount, which would be read into memory whole: past this, the invocation fails instead
+MAX_ANSWER_BYTES = 7 * 1024 * 1024
 KEPT_HEADERS = ("x-amzn-requestid", "x-amzn-errortype", *(name for _, name in HEADER_MEMBERS))
 
 
@@ -73,6 +77,7 @@ class LambdaWire(AwsEndpoint):
     signing_name = "lambda"
     keep_headers = KEPT_HEADERS
     connections = InvokeConnections
+    max_answer_bytes = MAX_ANSWER_BYTES
 
     def __init__(self, endpoint_url: str, region: str, credentials: Any, *, is_signed: bool = True,
                  is_emulator: bool = False, **options: Unpack[WireOptions]) -> None:
@@ -140,6 +145,9 @@ class LambdaWire(AwsEndpoint):
             if isinstance(cause, ssl.SSLError):
                 return botocore.exceptions.SSLError(endpoint_url=url, error=cause)
             return botocore.exceptions.EndpointConnectionError(endpoint_url=url, error=cause)
+        if isinstance(error, AnswerTooLarge):
+            return botocore.exceptions.HTTPClientError(error=f"{url} answered HTTP {error.status} with a body over "
+                                                             f"{error.max_body_bytes} bytes (Lambda's limit is 6 MB)")
         if isinstance(error, TimeoutError):  # silent past read_timeout, or the whole exchange past its deadline
             return botocore.exceptions.ReadTimeoutError(endpoint_url=url, error=error)
         if isinstance(error, ssl.SSLError) and not isinstance(error, STALE_ERRORS):

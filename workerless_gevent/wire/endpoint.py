@@ -42,6 +42,7 @@ class AwsEndpoint:
     signing_name = ""
     keep_headers: ClassVar[tuple[str, ...]] = ("x-amzn-requestid",)  # the answer headers the calls read
     connections: ClassVar[type[Connections]] = Connections
+    max_answer_bytes: ClassVar[int | None] = None  # an answer body longer than this ends the call (AnswerTooLarge)
 
     def __init__(self, endpoint_url: str, region: str, credentials: Any, *, concurrency: int, read_timeout: float,
                  connect_timeout: float = 5.0, exceptions: Any = None, ca_bundle: str | None = None,
@@ -62,7 +63,7 @@ class AwsEndpoint:
                                      limit=concurrency, connect_timeout=connect_timeout, read_timeout=read_timeout,
                                      tls=tls_context(ca_bundle) if secure else None,
                                      keep_headers=self.keep_headers, keepalive_idle=KEEPALIVE_IDLE_SECONDS,
-                                     tcp_keepalive=True)
+                                     tcp_keepalive=True, max_body_bytes=self.max_answer_bytes)
         self.sign_for(credentials, parts.path)
 
     def default_retrier(self) -> Retrier:
