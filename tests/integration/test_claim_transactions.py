@@ -1,7 +1,8 @@
 """Receives made at once share their claims' transactions, in process, against moto through a fault proxy that
 holds the first transaction on its way: the receives made meanwhile go together in the next; a key two of them
 carry is claimed once (a transaction may not write an item twice) and the later copy waits for that claim; a
-shared transaction that fails is one failed call, and each receive's claims are kept to be claimed again."""
+shared transaction that fails is one failed call, and each receive's claims are kept to be claimed again; a claim an
+earlier try wrote is found ours and moved to this try's deadline."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ import gevent
 import pytest
 
 from tests.integration.test_idempotency_health import build_guard, dynamodb_error, wire  # noqa: F401 (fixture)
-from tests.support import wait_until
+from tests.support import MotoServer, wait_until
 from tests.support.faults import FaultySqs, faulty_sqs_fixture  # noqa: F401 (fixture)
 from tests.unit.sqs_messages import raw_message
 from workerless_gevent.idempotency.admission import Admission
 from workerless_gevent.idempotency.guard import Idempotency
+from workerless_gevent.idempotency.keys import item_key
+from workerless_gevent.idempotency.store import Claim
 from workerless_gevent.message import Message
 from workerless_gevent.metrics import Registry
 from workerless_gevent.wire.dynamodb import DynamoDbWire
@@ -125,3 +128,25 @@ def test_a_slow_transaction_holds_back_the_receives_behind_it_only_half_a_second
     assert len(sent) == 2 and sent[1] - sent[0] >= 0.45  # it waited for the first, until that one was slow
     held_first.set()
     assert first.get(timeout=30).deliver
+
+
+def test_a_claim_an_earlier_try_wrote_is_found_ours_and_moved_to_this_tries_deadline(
+    tmp_path: Path, wire: DynamoDbWire, faulty_sqs: FaultySqs, moto_server: MotoServer, claims_table: str,
+) -> None:
+    """A try whose answer was lost (a timeout, a reset) wrote the claim: the next finds it ours, with the first try's
+    deadline, which the heartbeat does not move while a claim is retried in place. It is moved at once."""
+    guard = build_guard(tmp_path, wire, claims_table, Registry())
+    [message] = received("LOST-1")
+    slot = item_key("first", "LOST-1")
+    early = int(time.time()) + 3
+    moto_server.client("dynamodb").put_item(TableName=claims_table, Item={
+        "slot": {"S": slot}, "state": {"S": "in_progress"}, "owner": {"S": "token-lost"}, "expires_at": {"N": str(early)}})
+    admission = Admission()
+    message.idempotency_key = "LOST-1"
+    guard.claim_keys("first", [(message, Claim(slot, "token-lost", 0))], admission, {})
+    assert admission.deliver == [] and message.claim == "token-lost"  # claimed: `sort` makes it a delivery
+
+    def deadline() -> int:
+        item = moto_server.client("dynamodb").get_item(TableName=claims_table, Key={"slot": {"S": slot}})["Item"]
+        return int(item["expires_at"]["N"])
+    wait_until(lambda: deadline() >= int(time.time()) + 50, 10, message=lambda: f"still {deadline()}")

@@ -142,11 +142,14 @@ class Idempotency:
 
     def admit(self, request: Request, sent: list[Claim], verdicts: list[Verdict]) -> None:
         admission, deferred = request.admission, request.deferred
+        found: list[Message] = []  # claims an earlier try wrote: their items keep that try's deadline
         for (message, _), claim, verdict in zip(request.pairs, sent, verdicts):
             if verdict.kind is VerdictKind.CLAIMED:
                 message.claim, message.payload_hash = claim.token, claim.payload_hash
                 if has_lapsed(message, claim):
                     admission.lapsed.append(message)
+                elif verdict.found:
+                    found.append(message)
             elif verdict.kind is VerdictKind.COMPLETED:
                 admission.duplicates.append(message)
             elif verdict.kind is VerdictKind.REUSED:
@@ -156,6 +159,8 @@ class Idempotency:
                     admission.pending.append((message, claim))
             else:
                 deferred[id(message)] = within_limits(message, verdict.seconds)
+        if found:  # moved to this try's deadline now, not at the heartbeat's next beat
+            self.extensions.extend(found)
         request.answered = True
 
     def failed(self, queue: str, error: str) -> None:

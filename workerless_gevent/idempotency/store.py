@@ -55,9 +55,11 @@ class Verdict:
     kind: VerdictKind
     seconds: float = 0.0
     payload_hash: str = ""  # `COMPLETED`: the hash the item keeps, if any
+    found: bool = False  # `CLAIMED`: an earlier try of this claim, written with that try's deadline
 
 
 CLAIMED = Verdict(VerdictKind.CLAIMED)
+FOUND_OURS = Verdict(VerdictKind.CLAIMED, found=True)
 METHODS = {"transact_write_items": "TransactWriteItems", "batch_write_item": "BatchWriteItem"}
 THROTTLED = Verdict(VerdictKind.THROTTLED)
 
@@ -231,7 +233,7 @@ def verdict_of(item: dict[str, Any], now: int, token: str = "") -> Verdict:
     claim: an earlier try of it was written though its answer never came back (a timeout, a reset)."""
     state = item.get("state", {}).get("S")
     if token and state == IN_PROGRESS and item.get("owner", {}).get("S") == token:
-        return CLAIMED
+        return FOUND_OURS
     if state == COMPLETED:
         return Verdict(VerdictKind.COMPLETED, payload_hash=str(item.get(PAYLOAD, {}).get("S", "")))
     try:
