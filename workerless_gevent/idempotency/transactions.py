@@ -6,10 +6,9 @@ each: each request costs the daemon (and DynamoDB) far more than the claims it c
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import time
 
 import gevent.event
 
