@@ -72,7 +72,7 @@ def one_drain(bench: Bench, case: Case, label: str, messages: int, import_trace:
     if table is not None:
         bench.dynamodb.set_delay(case.dynamodb_ms)
         bench.dynamodb.call("POST", f"create?table={table}")  # there before the start, as after a first start
-    standin_cpu = proc_cpu_seconds(bench.dynamodb.pid) or 0.0 if table is not None else 0.0
+    standin_cpu = (proc_cpu_seconds(bench.dynamodb.pid) or 0.0) if table is not None else 0.0
     if import_trace:
         os.environ["PYTHONPROFILEIMPORTTIME"] = "1"  # worker_env copies it into the daemon's environment
     try:

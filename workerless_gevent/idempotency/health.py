@@ -104,8 +104,9 @@ class StoreHold:
     receives nothing while the table is not usable, its watcher included (every receive spends one of a
     message's receives, and a queue's redrive policy dead-letters a message received too often, delivered or
     not). Once a back-off has passed, the table is probed with a write of the daemon's own, never with a
-    queue's messages; the first that succeeds resumes the queues and the claims retried in place (`wake`). What the queues received before is
-    not held: their buffers are delivered, and claims that failed are retried in place (`guard.Idempotency`)."""
+    queue's messages; the first that succeeds resumes the queues and the claims retried in place (`wake`). What
+    the queues received before is not held: their buffers are delivered, and claims that failed are retried in
+    place (`guard.Idempotency`)."""
 
     def __init__(self, health: StoreHealth, probe: Callable[[], None], count_error: Callable[[], None],
                  wake: Callable[[], None]) -> None:

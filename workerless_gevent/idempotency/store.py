@@ -21,6 +21,7 @@ import botocore.exceptions
 from ..aws.tables import KEY
 from ..aws.tables import TTL_ATTRIBUTE as EXPIRES
 from ..errors import error_code
+from ..wire.dynamodb import METHODS
 from ..wire.json_wire import ENCODE_JSON, Encoded, JsonWire
 
 IN_PROGRESS = "in_progress"
@@ -60,7 +61,6 @@ class Verdict:
 
 CLAIMED = Verdict(VerdictKind.CLAIMED)
 FOUND_OURS = Verdict(VerdictKind.CLAIMED, found=True)
-METHODS = {"transact_write_items": "TransactWriteItems", "batch_write_item": "BatchWriteItem"}
 THROTTLED = Verdict(VerdictKind.THROTTLED)
 
 
@@ -85,8 +85,8 @@ class IdempotencyStore:
         self.dynamodb = dynamodb  # a wire.dynamodb.DynamoDbWire (or a botocore client: the same calls)
         self.table = table
         # each template's placeholders in the order they appear in its JSON
-        self.claim_json = Template(lambda slot, token, deadline, now: self.claim_item(Claim(slot, token, deadline), now),
-                                   4)
+        self.claim_json = Template(lambda slot, token, deadline, now: self.claim_item(
+            Claim(slot, token, deadline), now), 4)
         self.completed_json = Template(lambda slot, token, expires, payload: self.completed_item(
             Claim(slot, token, 0, payload), expires), 4)
         self.completed_without_payload_json = Template(lambda slot, token, expires: self.completed_item(
@@ -110,9 +110,9 @@ class IdempotencyStore:
         for _ in range(CLAIM_ROUNDS):
             if not pending:
                 break
-            now = str(int(time.time()))
-            fill = self.claim_json.fill
-            items = ",".join([fill(claims[i].slot, claims[i].token, str(claims[i].deadline), now) for i in pending])
+            now = int(time.time())
+            fill, at = self.claim_json.fill, str(now)
+            items = ",".join([fill(claims[i].slot, claims[i].token, str(claims[i].deadline), at) for i in pending])
             try:
                 self.write("transact_write_items", '{"TransactItems":[' + items + "]}")
             except botocore.exceptions.ClientError as error:
@@ -121,7 +121,7 @@ class IdempotencyStore:
                 reasons = error.response.get("CancellationReasons")
                 was_throttled = is_throttled(reasons)
                 pending = self.judge_cancelled([(index, claims[index].token) for index in pending], reasons,
-                                               verdicts, int(now))
+                                               verdicts, now)
                 continue
             for index in pending:
                 verdicts[index] = CLAIMED
